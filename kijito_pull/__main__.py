@@ -1,0 +1,3 @@
+from kijito_pull.cli.main import main
+
+raise SystemExit(main())
