@@ -1,0 +1,27 @@
+"""The injectable environment a command runs in, so the CLI is tested in-process (the httpie model)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import IO, Mapping
+
+
+@dataclass
+class Environment:
+    stdin: IO[str] = field(default_factory=lambda: sys.stdin)
+    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
+    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    cwd: str = field(default_factory=os.getcwd)
+
+    @property
+    def stdout_isatty(self) -> bool:
+        isatty = getattr(self.stdout, "isatty", None)
+        return bool(isatty and isatty())
+
+    def error(self, message: str) -> None:
+        """One clear line on stderr, prefixed with the program name, never a traceback."""
+        self.stderr.write(f"kijito-pull: {message}\n")
+        self.stderr.flush()
