@@ -1,0 +1,52 @@
+"""The request log: what clients asked for, so tests can assert on it. Never holds credentials.
+
+An entry is appended when a request arrives (so order is arrival order, and a request that is being
+held is already visible) and completed with its status when it is answered. `status` stays None for
+a request that got no HTTP answer (reset/close faults, client gone). Entries have the keys
+method, path, query, user_agent, auth_ok, status, ts (epoch seconds), and fault (the applied
+fault kind or None).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional
+
+
+class RequestLog:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: List[Dict[str, Any]] = []
+
+    def open(
+        self, method: str, path: str, query: Mapping[str, str], user_agent: Optional[str], auth_ok: bool
+    ) -> Dict[str, Any]:
+        entry: Dict[str, Any] = {
+            "method": method,
+            "path": path,
+            "query": dict(query),
+            "user_agent": user_agent,
+            "auth_ok": bool(auth_ok),
+            "status": None,
+            "ts": time.time(),
+            "fault": None,
+        }
+        with self._lock:
+            self._entries.append(entry)
+        return entry
+
+    def update(self, entry: Optional[Dict[str, Any]], **fields: Any) -> None:
+        if entry is None:
+            return
+        with self._lock:
+            entry.update(fields)
+
+    def snapshot(self) -> List[Dict[str, Any]]:
+        with self._lock:
+            return copy.deepcopy(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
