@@ -3,19 +3,19 @@
 Token-protected like the API, but never logged, never faulted and not behind the mimicked WAF.
 
     POST /_sandbox/send       {to, from?, content, urgent?, created?} -> {"result": {"id", "to"}}
-    POST /_sandbox/personas   {persona, memory_count?}               -> {"result": {"persona", "memory_count"}}
-    POST /_sandbox/mark_read  {persona, ids?: [int] | null}           -> {"result": {"marked": n}}
-    GET  /_sandbox/faults                                             -> {"result": [rule, ...]}
-    POST /_sandbox/faults     rule | {"clear": true}                  -> {"result": {"faults": n}}
-    GET  /_sandbox/requests                                           -> {"result": [entry, ...]}
-    POST /_sandbox/requests   {"clear": true}                         -> {"result": {"requests": 0}}
-    GET  /_sandbox/window                                             -> {"result": {"limit", "content_budget"}}
-    POST /_sandbox/window     {limit?, content_budget?}               -> same
+    POST /_sandbox/personas   {persona, memory_count?}       -> {"result": {"persona", "memory_count"}}
+    POST /_sandbox/mark_read  {persona, ids?: [int] | null}  -> {"result": {"marked": n}}
+    GET  /_sandbox/faults                                    -> {"result": [rule, ...]}
+    POST /_sandbox/faults     rule | {"clear": true}         -> {"result": {"faults": n}}
+    GET  /_sandbox/requests                                  -> {"result": [entry, ...]}
+    POST /_sandbox/requests   {"clear": true}                -> {"result": {"requests": 0}}
+    GET  /_sandbox/window                                    -> {"result": {"limit", "content_budget"}}
+    POST /_sandbox/window     {limit?, content_budget?}      -> same
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any
 
 from kijito_pull.sandbox.api import ApiError, Reply, error_body, parse_json_object, parse_send
 
@@ -24,7 +24,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _window(sandbox: Any) -> Dict[str, Any]:
+def _window(sandbox: Any) -> dict[str, Any]:
     limit, budget = sandbox.window()
     return {"result": {"limit": limit, "content_budget": budget}}
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Callable
 
 from kijito_pull.sandbox.store import Store
 from kijito_pull.sandbox.window import compute_window
@@ -22,7 +23,7 @@ MAX_WAIT = 60.0
 _DIGITS = re.compile(r"[0-9]+")
 _CURSOR = re.compile(r"c_([0-9]+)")
 
-Reply = Tuple[int, Dict[str, Any]]
+Reply = tuple[int, dict[str, Any]]
 
 
 class ApiError(Exception):
@@ -32,18 +33,18 @@ class ApiError(Exception):
         self.message = message
 
 
-def error_body(message: str) -> Dict[str, Any]:
+def error_body(message: str) -> dict[str, Any]:
     return {"error": message}
 
 
 # -- GET /api/inbox --------------------------------------------------------------------------------
 
 
-def inbox(store: Store, query: Mapping[str, str], window_limit: int, content_budget: int) -> Dict[str, Any]:
+def inbox(store: Store, query: Mapping[str, str], window_limit: int, content_budget: int) -> dict[str, Any]:
     persona = query.get("persona")
     if not persona:
         raise ApiError(400, "persona is required")
-    before_id: Optional[int] = None
+    before_id: int | None = None
     raw_before = query.get("before_id")
     if raw_before is not None:
         if not _DIGITS.fullmatch(raw_before):
@@ -78,8 +79,8 @@ def inbox(store: Store, query: Mapping[str, str], window_limit: int, content_bud
 # -- GET /api/notify/pending -----------------------------------------------------------------------
 
 
-def notify_pending(store: Store, query: Mapping[str, str], should_stop: Callable[[], bool]) -> Dict[str, Any]:
-    cursor_id: Optional[int] = None
+def notify_pending(store: Store, query: Mapping[str, str], should_stop: Callable[[], bool]) -> dict[str, Any]:
+    cursor_id: int | None = None
     raw_cursor = query.get("cursor")
     if raw_cursor is not None:
         match = _CURSOR.fullmatch(raw_cursor)
@@ -107,14 +108,14 @@ def notify_pending(store: Store, query: Mapping[str, str], should_stop: Callable
 # -- GET /api/personas -----------------------------------------------------------------------------
 
 
-def personas(store: Store) -> Dict[str, Any]:
+def personas(store: Store) -> dict[str, Any]:
     return {"result": store.personas()}
 
 
 # -- POST /api/send --------------------------------------------------------------------------------
 
 
-def parse_json_object(raw: bytes) -> Dict[str, Any]:
+def parse_json_object(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8")) if raw else None
     except (UnicodeDecodeError, ValueError):
@@ -132,7 +133,7 @@ def _storable(text: str) -> bool:
     return True
 
 
-def parse_send(data: Mapping[str, Any], identity: str) -> Dict[str, Any]:
+def parse_send(data: Mapping[str, Any], identity: str) -> dict[str, Any]:
     """Validate a send body; unknown fields are ignored (attribution falls back to the identity)."""
     to = data.get("to")
     if not isinstance(to, str) or not to or not _storable(to):
@@ -153,7 +154,7 @@ def parse_send(data: Mapping[str, Any], identity: str) -> Dict[str, Any]:
     return {"to": to, "sender": sender, "content": content, "urgent": urgent}
 
 
-def send(store: Store, raw_body: bytes, identity: str) -> Dict[str, Any]:
+def send(store: Store, raw_body: bytes, identity: str) -> dict[str, Any]:
     fields = parse_send(parse_json_object(raw_body), identity)
     mid = store.send(**fields)
     return {"result": {"id": mid, "to": fields["to"]}}

@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 from kijito_pull.sandbox.faults import FaultBook
 from kijito_pull.sandbox.reqlog import RequestLog
@@ -29,11 +30,11 @@ class Sandbox:
     def __init__(
         self,
         token: str,
-        db_path: Optional[str] = None,
+        db_path: str | None = None,
         port: int = 0,
         window_limit: int = 20,
         content_budget: int = 65536,
-        auth_header: Optional[str] = None,
+        auth_header: str | None = None,
         identity: str = "sandbox",
     ) -> None:
         if not isinstance(token, str) or not token.strip():
@@ -50,8 +51,8 @@ class Sandbox:
         self.faults = FaultBook()
         self.log = RequestLog()
         self.stop_event = threading.Event()
-        self._server: Optional[SandboxHTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
+        self._server: SandboxHTTPServer | None = None
+        self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -99,8 +100,8 @@ class Sandbox:
     # -- mail and directory ------------------------------------------------------------------------
 
     def send(
-        self, to: str, sender: Optional[str] = None, content: str = "", urgent: bool = False,
-        created: Optional[str] = None,
+        self, to: str, sender: str | None = None, content: str = "", urgent: bool = False,
+        created: str | None = None,
     ) -> int:
         """Store a message exactly as POST /api/send would; returns its id."""
         return self.store.send(to, sender or self.identity, content, urgent=urgent, created=created)
@@ -108,35 +109,37 @@ class Sandbox:
     def add_persona(self, persona: str, memory_count: int = 0) -> None:
         self.store.add_persona(persona, memory_count)
 
-    def mark_read(self, persona: str, ids: Optional[Iterable[int]] = None) -> int:
+    def mark_read(self, persona: str, ids: Iterable[int] | None = None) -> int:
         """Mark rows read as another reader would (all of the inbox when ids is None)."""
         return self.store.mark_read(persona, ids)
 
-    def messages(self, persona: Optional[str] = None) -> List[Dict[str, Any]]:
+    def messages(self, persona: str | None = None) -> list[dict[str, Any]]:
         """Every stored row (or one inbox's) by id, with to/from/read/urgent: for assertions."""
         return self.store.messages(persona)
 
     # -- faults, request log, window ---------------------------------------------------------------
 
-    def add_fault(self, rule: Dict[str, Any]) -> None:
+    def add_fault(self, rule: dict[str, Any]) -> None:
         self.faults.add(rule)
 
     def clear_faults(self) -> None:
         self.faults.clear()
 
     @property
-    def requests(self) -> List[Dict[str, Any]]:
+    def requests(self) -> list[dict[str, Any]]:
         return self.log.snapshot()
 
     def clear_requests(self) -> None:
         self.log.clear()
 
-    def window(self) -> Tuple[int, int]:
+    def window(self) -> tuple[int, int]:
         with self._window_lock:
             return self._limit, self._budget
 
-    def set_window(self, limit: Optional[int] = None, content_budget: Optional[int] = None) -> None:
+    def set_window(self, limit: int | None = None, content_budget: int | None = None) -> None:
         new_limit = self._limit if limit is None else _positive_int("limit", limit)
-        new_budget = self._budget if content_budget is None else _positive_int("content_budget", content_budget)
+        new_budget = (
+            self._budget if content_budget is None else _positive_int("content_budget", content_budget)
+        )
         with self._window_lock:
             self._limit, self._budget = new_limit, new_budget

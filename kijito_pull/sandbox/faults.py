@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 KINDS = ("status", "hang", "reset", "close", "body", "mutate", "huge")
 ROW_TRANSFORMS = ("id_string", "id_bool", "dup_first", "row_not_object", "result_not_list", "drop_oldest")
@@ -48,7 +49,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def validate_rule(rule: Any) -> Dict[str, Any]:
+def validate_rule(rule: Any) -> dict[str, Any]:
     """Check a rule and return a normalized private copy; raise ValueError saying what is wrong."""
     if not isinstance(rule, Mapping):
         raise ValueError("a fault rule must be an object")
@@ -58,7 +59,7 @@ def validate_rule(rule: Any) -> Dict[str, Any]:
     unknown = set(rule) - _COMMON_KEYS - _KIND_KEYS[kind]
     if unknown:
         raise ValueError(f"unknown key(s) for a {kind} fault: {', '.join(sorted(map(str, unknown)))}")
-    out: Dict[str, Any] = copy.deepcopy(dict(rule))
+    out: dict[str, Any] = copy.deepcopy(dict(rule))
     out.setdefault("path", "/api/inbox" if kind == "mutate" else "/api")
     if not isinstance(out["path"], str) or not out["path"].startswith("/"):
         raise ValueError("path must be a string starting with '/'")
@@ -106,7 +107,8 @@ def validate_rule(rule: Any) -> Dict[str, Any]:
             transforms = out["rows"] if isinstance(out["rows"], list) else [out["rows"]]
             for t in transforms:
                 if t not in ROW_TRANSFORMS:
-                    raise ValueError(f"unknown rows transform {t!r}; expected one of {', '.join(ROW_TRANSFORMS)}")
+                    expected = ", ".join(ROW_TRANSFORMS)
+                    raise ValueError(f"unknown rows transform {t!r}; expected one of {expected}")
             out["rows"] = transforms
     return out
 
@@ -116,7 +118,7 @@ class FaultBook:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._rules: List[Dict[str, Any]] = []
+        self._rules: list[dict[str, Any]] = []
 
     def add(self, rule: Any) -> None:
         checked = validate_rule(rule)
@@ -127,11 +129,11 @@ class FaultBook:
         with self._lock:
             self._rules.clear()
 
-    def rules(self) -> List[Dict[str, Any]]:
+    def rules(self) -> list[dict[str, Any]]:
         with self._lock:
             return copy.deepcopy(self._rules)
 
-    def take(self, path: str, query: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    def take(self, path: str, query: Mapping[str, str]) -> dict[str, Any] | None:
         """The first rule matching this request, spending one of its `times`; None if none match."""
         with self._lock:
             for rule in self._rules:
@@ -157,7 +159,7 @@ def _matches(rule: Mapping[str, Any], path: str, query: Mapping[str, str]) -> bo
     return True
 
 
-def apply_mutation(rule: Mapping[str, Any], envelope: Dict[str, Any]) -> Dict[str, Any]:
+def apply_mutation(rule: Mapping[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
     """Make a real response envelope lie: rows transforms first, then `set`, then `delete`."""
     env = copy.deepcopy(envelope)
     for transform in rule.get("rows", []):
@@ -169,7 +171,7 @@ def apply_mutation(rule: Mapping[str, Any], envelope: Dict[str, Any]) -> Dict[st
     return env
 
 
-def _transform_rows(env: Dict[str, Any], transform: str) -> None:
+def _transform_rows(env: dict[str, Any], transform: str) -> None:
     rows = env.get("result")
     if not isinstance(rows, list):
         return

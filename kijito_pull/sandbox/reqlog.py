@@ -12,18 +12,19 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 
 class RequestLog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: List[Dict[str, Any]] = []
+        self._entries: list[dict[str, Any]] = []
 
     def open(
-        self, method: str, path: str, query: Mapping[str, str], user_agent: Optional[str], auth_ok: bool
-    ) -> Dict[str, Any]:
-        entry: Dict[str, Any] = {
+        self, method: str, path: str, query: Mapping[str, str], user_agent: str | None, auth_ok: bool
+    ) -> dict[str, Any]:
+        entry: dict[str, Any] = {
             "method": method,
             "path": path,
             "query": dict(query),
@@ -37,13 +38,13 @@ class RequestLog:
             self._entries.append(entry)
         return entry
 
-    def update(self, entry: Optional[Dict[str, Any]], **fields: Any) -> None:
+    def update(self, entry: dict[str, Any] | None, **fields: Any) -> None:
         if entry is None:
             return
         with self._lock:
             entry.update(fields)
 
-    def snapshot(self) -> List[Dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
             return copy.deepcopy(self._entries)
 

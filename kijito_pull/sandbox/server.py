@@ -13,8 +13,9 @@ import socket
 import socketserver
 import struct
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Mapping, Optional
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from kijito_pull import __version__
@@ -134,7 +135,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
             return
         split = urlsplit(self.path)
         path = split.path
-        query: Dict[str, str] = {}
+        query: dict[str, str] = {}
         for key, value in parse_qsl(split.query, keep_blank_values=True):
             query.setdefault(key, value)
         body = self._read_body()
@@ -176,7 +177,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
 
     # -- faults ------------------------------------------------------------------------------------
 
-    def _apply_fault(self, rule: Mapping[str, Any], entry: Optional[dict]) -> bool:
+    def _apply_fault(self, rule: Mapping[str, Any], entry: dict | None) -> bool:
         """Carry out a fault; True means "now answer normally" (hang, mutate)."""
         kind = rule["kind"]
         if kind == "status":
@@ -211,7 +212,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
             return False
         return True  # mutate: applied to the real answer
 
-    def _stream_huge(self, total: Optional[int], entry: Optional[dict]) -> None:
+    def _stream_huge(self, total: int | None, entry: dict | None) -> None:
         sandbox = self.server.sandbox
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -248,7 +249,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
 
     # -- plumbing ----------------------------------------------------------------------------------
 
-    def _read_body(self) -> Optional[bytes]:
+    def _read_body(self) -> bytes | None:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             self.close_connection = True
             self._send_json(411, api.error_body("chunked request bodies are not supported"), None)
@@ -282,14 +283,14 @@ class SandboxHandler(BaseHTTPRequestHandler):
             offered = offered.strip()
         return hmac.compare_digest(offered.encode("utf-8", "surrogateescape"), expected)
 
-    def _send_json(self, status: int, payload: Any, entry: Optional[dict],
-                   headers: Optional[Mapping[str, str]] = None) -> None:
+    def _send_json(self, status: int, payload: Any, entry: dict | None,
+                   headers: Mapping[str, str] | None = None) -> None:
         self._send_raw(status, _json_bytes(payload), "application/json", entry, headers)
 
-    def _send_raw(self, status: int, body: bytes, content_type: str, entry: Optional[dict],
-                  headers: Optional[Mapping[str, str]] = None) -> None:
+    def _send_raw(self, status: int, body: bytes, content_type: str, entry: dict | None,
+                  headers: Mapping[str, str] | None = None) -> None:
         self.server.sandbox.log.update(entry, status=status)
-        final: Dict[str, str] = {"Content-Type": content_type}
+        final: dict[str, str] = {"Content-Type": content_type}
         if status not in _NO_BODY_STATUSES:
             final["Content-Length"] = str(len(body))
         if self.close_connection:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -47,7 +48,7 @@ def utc_now_iso() -> str:
 class Store:
     """Thread-safe SQLite store. `db_path=None` keeps everything in memory."""
 
-    def __init__(self, db_path: Optional[str] = None) -> None:
+    def __init__(self, db_path: str | None = None) -> None:
         self.db_path = db_path
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
@@ -70,7 +71,7 @@ class Store:
     # -- writes ------------------------------------------------------------------------------------
 
     def send(
-        self, to: str, sender: str, content: str, urgent: bool = False, created: Optional[str] = None
+        self, to: str, sender: str, content: str, urgent: bool = False, created: str | None = None
     ) -> int:
         with self._lock:
             cur = self._conn.execute(
@@ -92,7 +93,7 @@ class Store:
                 (persona, memory_count),
             )
 
-    def mark_read(self, persona: str, ids: Optional[Iterable[int]] = None) -> int:
+    def mark_read(self, persona: str, ids: Iterable[int] | None = None) -> int:
         """Mark that persona's rows read (all of them, or only `ids`); returns how many changed."""
         with self._lock:
             if ids is None:
@@ -112,8 +113,8 @@ class Store:
     # -- reads -------------------------------------------------------------------------------------
 
     def inbox_page(
-        self, persona: str, before_id: Optional[int], fetch: int, choose, mark_read: bool
-    ) -> Tuple[Any, int]:
+        self, persona: str, before_id: int | None, fetch: int, choose, mark_read: bool
+    ) -> tuple[Any, int]:
         """Read one inbox window atomically.
 
         Fetches up to `fetch` newest rows (id < before_id when given) plus the count of all such
@@ -157,7 +158,7 @@ class Store:
                 raise
         return choice, unread_after
 
-    def pending(self) -> Tuple[List[Dict[str, Any]], int]:
+    def pending(self) -> tuple[list[dict[str, Any]], int]:
         """Per-persona unread counts (only personas with unread > 0) and the max message id."""
         with self._lock:
             rows = self._conn.execute(
@@ -170,7 +171,7 @@ class Store:
             max_id,
         )
 
-    def personas(self) -> List[Dict[str, Any]]:
+    def personas(self) -> list[dict[str, Any]]:
         """The directory: added personas plus every recipient ever sent to."""
         with self._lock:
             rows = self._conn.execute(
@@ -190,10 +191,10 @@ class Store:
             for p, mc, t, u in rows
         ]
 
-    def messages(self, persona: Optional[str] = None) -> List[Dict[str, Any]]:
+    def messages(self, persona: str | None = None) -> list[dict[str, Any]]:
         """Every stored row (optionally one inbox), by id: for assertions in tests."""
         sql = "SELECT id, persona, sender, content, created, read, urgent FROM messages"
-        params: Tuple[Any, ...] = ()
+        params: tuple[Any, ...] = ()
         if persona is not None:
             sql += " WHERE persona = ?"
             params = (persona,)

@@ -10,18 +10,18 @@ the stop are split into `size_dropped` (as many as the count limit would still h
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any
 
 
 @dataclass
 class Window:
-    rows: List[Dict[str, Any]] = field(default_factory=list)  # newest first, as taken
+    rows: list[dict[str, Any]] = field(default_factory=list)  # newest first, as taken
     truncated: bool = False
     size_dropped: int = 0
     size_truncated: bool = False
 
     @property
-    def ids(self) -> List[int]:
+    def ids(self) -> list[int]:
         return [r["id"] for r in self.rows]
 
     @property
@@ -38,7 +38,7 @@ def clip_utf8(text: str, budget: int) -> str:
     return text.encode("utf-8")[: max(0, budget)].decode("utf-8", "ignore")
 
 
-def compute_window(rows: List[Dict[str, Any]], total: int, limit: int, budget: int) -> Window:
+def compute_window(rows: list[dict[str, Any]], total: int, limit: int, budget: int) -> Window:
     """`rows`: candidate rows newest first (at least `limit + 1` of them when that many exist);
     `total`: how many candidate rows exist in all (older ones need not be in `rows`)."""
     win = Window()
