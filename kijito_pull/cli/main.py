@@ -1,0 +1,77 @@
+"""`kijito-pull`: parse arguments, dispatch to one command module, map failures to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+from kijito_pull import __version__
+from kijito_pull.cli import demo_cmd, pull_cmd, sandbox_cmd, send_cmd, show_cmd, status_cmd
+from kijito_pull.cli.environment import Environment
+from kijito_pull.config import ConfigError
+from kijito_pull.exitcodes import ExitCode
+
+COMMANDS = (pull_cmd, show_cmd, status_cmd, send_cmd, sandbox_cmd, demo_cmd)
+
+DESCRIPTION = """\
+Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never skipping a message.
+
+  kijito-pull demo                      see the whole loop on a local sandbox (no account needed)
+  kijito-pull --once --persona NAME     hand over unseen mail once (text; --json for NDJSON)
+  kijito-pull status                    where each cursor stands
+"""
+
+EPILOG = """\
+exit codes: 0 success (with or without mail); 1 the source failed or mail could not be handed over
+(nothing is skipped; it is delivered next time); 2 usage or configuration error (no request was sent).
+
+environment: KIJITOMON_TOKEN (token), KIJITO_BASE (API base), KIJITO_PERSONA (default persona),
+KIJITO_PULL_STATE_DIR (where cursors live).
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kijito-pull", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"kijito-pull {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module in COMMANDS:
+        module.register(sub)
+    return parser
+
+
+def _normalise(argv: list[str]) -> list[str]:
+    """`kijito-pull --once ...` is `kijito-pull pull --once ...`."""
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        return ["pull", *argv]
+    return argv
+
+
+def main(argv: Optional[Sequence[str]] = None, env: Optional[Environment] = None) -> int:
+    env = env or Environment()
+    args_list = _normalise(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
+    if not getattr(args, "run", None):
+        parser.print_help(env.stdout)
+        return ExitCode.USAGE
+    try:
+        return int(args.run(args, env))
+    except ConfigError as exc:
+        env.error(str(exc))
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        env.error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return ExitCode.SOURCE_FAILED

@@ -1,0 +1,83 @@
+"""`kijito-pull pull --once` (also `kijito-pull --once`): hand over unseen mail once and exit."""
+
+from __future__ import annotations
+
+import argparse
+
+from kijito_pull import paths
+from kijito_pull.api import ApiError
+from kijito_pull.cli import options
+from kijito_pull.cli.environment import Environment
+from kijito_pull.delivery import pull_through
+from kijito_pull.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
+from kijito_pull.events import EventFactory
+from kijito_pull.exitcodes import ExitCode
+from kijito_pull.sinks import NdjsonSink, Sink, TextSink
+from kijito_pull.state import StateError, StateStore
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "pull", help="hand over unseen mail once (also: kijito-pull --once)",
+        description="Pull the persona's unseen mail once, in id order, and advance the cursor past what was "
+                    "handed over. Mail bodies are printed as data, never as instructions.",
+        epilog="examples:\n  kijito-pull --once --persona river\n  kijito-pull --once --json --persona river "
+               "--consumer my-script\n  kijito-pull --once --peek --persona river     # look without acknowledging",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--once", action="store_true", help="pull once and exit (the only mode of `pull`)")
+    parser.add_argument("--json", action="store_true", help="NDJSON events on stdout, one per line")
+    parser.add_argument("--peek", action="store_true", help="show unseen mail without acknowledging it")
+    options.add_personas(parser)
+    options.add_consumer(parser)
+    parser.add_argument("--max-replay", type=options.non_negative_int, default=DEFAULT_MAX_REPLAY, metavar="N",
+                        help=f"on first contact, deliver at most N visible unread messages "
+                             f"(default {DEFAULT_MAX_REPLAY}); the rest are announced, never silent")
+    parser.add_argument("--page-budget", type=options.non_negative_int, default=DEFAULT_PAGE_BUDGET,
+                        metavar="N", help=f"most backward pages one catch-up walk may read "
+                                          f"(default {DEFAULT_PAGE_BUDGET})")
+    parser.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, metavar="SECONDS",
+                        help=f"how long to wait for another puller of the same cursor "
+                             f"(default {DEFAULT_LOCK_TIMEOUT:g})")
+    options.add_connection(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, env: Environment) -> ExitCode:
+    personas = options.personas(args, env)
+    consumer = options.consumer(args, env)
+    conn = options.connection(args, env)
+    client = options.client(conn, args)
+    factory = EventFactory()
+    sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(env.stdout, env.stderr)
+    worst = ExitCode.OK
+    try:
+        for persona in personas:
+            store = StateStore(*paths.cursor_paths(env.environ, conn.api_base, persona, consumer),
+                               identity={"api_base": conn.api_base, "persona": persona, "consumer": consumer})
+            engine = Engine(client, store, factory, persona=persona, consumer=consumer,
+                            max_replay=args.max_replay, page_budget=args.page_budget,
+                            lock_timeout=args.lock_timeout)
+            worst = max(worst, _pull_one(engine, factory, sink, env, peek=args.peek))
+    finally:
+        client.close()
+    return worst
+
+
+def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environment, *, peek: bool) -> ExitCode:
+    persona = engine.persona
+    try:
+        report = pull_through(engine, factory, sink, peek=peek)
+    except ApiError as exc:
+        env.error(f"{persona}: {exc}; nothing was acknowledged")
+        return ExitCode.SOURCE_FAILED
+    except StateError as exc:
+        env.error(f"{persona}: {exc}")
+        return ExitCode.SOURCE_FAILED
+    if report.refused is not None:
+        env.error(f"{persona}: message {report.refused} could not be handed over; it will be delivered again")
+        return ExitCode.SOURCE_FAILED
+    if report.pinned:
+        env.error(f"{persona}: {report.problem}; the cursor stays pinned and the gap will be retried "
+                  f"(what was visible was delivered)")
+        return ExitCode.SOURCE_FAILED
+    return ExitCode.OK

@@ -1,0 +1,79 @@
+"""`kijito-pull status`: where each cursor stands (local files only; no token, no network)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from kijito_pull import paths
+from kijito_pull.cli import options
+from kijito_pull.cli.environment import Environment
+from kijito_pull.exitcodes import ExitCode
+from kijito_pull.state import StateStore
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("status", help="show cursor, pin and lock state of each persona and consumer",
+                            description="Show every cursor under the state directory (or only --persona's): "
+                                        "position, pin, lock holder. Reads local files only.")
+    parser.add_argument("--persona", action="append", metavar="NAME", help="only this persona; repeatable")
+    parser.add_argument("--consumer", metavar="NAME", help="only this consumer")
+    parser.add_argument("--json", action="store_true", help="one JSON object per cursor, one per line")
+    parser.set_defaults(run=run)
+
+
+def _describe(state_file: Path) -> dict[str, Any]:
+    """Read one state file's identity without trusting it, then load it through the real validator."""
+    try:
+        identity = json.loads(state_file.read_text("utf-8")).get("identity")
+        if not (isinstance(identity, dict) and all(isinstance(identity.get(k), str)
+                                                   for k in ("api_base", "persona", "consumer"))):
+            raise ValueError
+    except (OSError, ValueError, AttributeError):
+        return {"file": str(state_file), "status": "corrupt", "reason": "unreadable or without identity"}
+    store = StateStore(state_file, state_file.with_suffix(".lock"), identity)
+    loaded = store.load()
+    row: dict[str, Any] = {"api_base": identity["api_base"], "persona": identity["persona"],
+                           "consumer": identity["consumer"], "file": str(state_file)}
+    if loaded.corrupt_reason:
+        row.update(status="corrupt", reason=loaded.corrupt_reason)
+    else:
+        state = loaded.state
+        assert state is not None
+        row.update(status="pinned" if state.pin else "ok", cursor=state.cursor,
+                   delivered_above=len(state.delivered_above), pin=state.pin)
+    holder = store.lock_holder()
+    row["lock"] = "free" if holder is None else {"held_by_pid": holder or None}
+    return row
+
+
+def run(args: argparse.Namespace, env: Environment) -> ExitCode:
+    directory = paths.state_dir(env.environ) / "cursors"
+    rows = [_describe(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
+    if args.persona:
+        rows = [r for r in rows if r.get("persona") in args.persona]
+    if args.consumer:
+        options.consumer(args, env)
+        rows = [r for r in rows if r.get("consumer") == args.consumer]
+    if args.json:
+        for row in rows:
+            env.stdout.write(json.dumps(row) + "\n")
+        return ExitCode.OK
+    if not rows:
+        env.stdout.write(f"no cursors yet under {directory}\n")
+        return ExitCode.OK
+    for row in rows:
+        if row["status"] == "corrupt" and "persona" not in row:
+            env.stdout.write(f"{row['file']}: corrupt ({row['reason']})\n")
+            continue
+        lock = row["lock"] if row["lock"] == "free" else f"held by pid {row['lock']['held_by_pid'] or '?'}"
+        head = f"{row['persona']} / {row['consumer']} @ {row['api_base']}"
+        if row["status"] == "corrupt":
+            env.stdout.write(f"{head}: corrupt ({row['reason']}); lock {lock}\n")
+            continue
+        pin = f"; PINNED since {row['pin']['since']}: {row['pin']['reason']}" if row["pin"] else ""
+        env.stdout.write(f"{head}: cursor {row['cursor']}, {row['delivered_above']} delivered above the cursor, "
+                         f"lock {lock}{pin}\n")
+    return ExitCode.OK
