@@ -80,14 +80,14 @@ def validate_rule(rule: Any) -> dict[str, Any]:
     if "body" in out and not isinstance(out["body"], str):
         raise ValueError("body must be a string")
     if kind == "status":
-        if not _is_int(out.get("status")) or not 100 <= out["status"] <= 599:
-            raise ValueError("a status fault needs an integer status between 100 and 599")
+        if not _is_int(out.get("status")) or not 200 <= out["status"] <= 599:
+            raise ValueError("a status fault needs an integer status between 200 and 599")
     elif kind == "body":
         if "body" not in out:
             raise ValueError("a body fault needs a body")
         out.setdefault("status", 200)
-        if not _is_int(out["status"]) or not 100 <= out["status"] <= 599:
-            raise ValueError("status must be an integer between 100 and 599")
+        if not _is_int(out["status"]) or not 200 <= out["status"] <= 599:
+            raise ValueError("status must be an integer between 200 and 599")
     elif kind == "hang":
         seconds = out.get("seconds", 30)
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
