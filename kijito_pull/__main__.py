@@ -1,3 +1,3 @@
-from kijito_pull.cli.main import main
+from kijito_pull.cli.main import console
 
-raise SystemExit(main())
+raise SystemExit(console())

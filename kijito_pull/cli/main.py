@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -75,3 +76,19 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Environment] = None
         return 130
     except BrokenPipeError:
         return ExitCode.SOURCE_FAILED
+
+
+def console() -> int:
+    """The console-script entry: like `main`, and quiet when the reader of stdout went away.
+
+    A consumer that closed our stdout has not taken the mail, and the pull already said so and held
+    the cursor; Python would otherwise report the unflushed buffer again at exit, with status 120.
+    """
+    code = main()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = code or ExitCode.SOURCE_FAILED
+    return code

@@ -1,0 +1,70 @@
+"""Run the CLI in-process (through the injectable Environment) or as a real subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from kijito_pull.cli.environment import Environment
+from kijito_pull.cli.main import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+    def of_kind(self, kind: str) -> list[dict]:
+        return [e for e in self.events if e["event"] == kind]
+
+    @property
+    def new_ids(self) -> list[int]:
+        return [e["id"] for e in self.of_kind("new")]
+
+
+class Cli:
+    """A configured kijito-pull: token and API base in the environment, a private state dir."""
+
+    def __init__(self, api_base: str, token: str, state_dir: Path):
+        self.environ = {
+            "KIJITOMON_TOKEN": token,
+            "KIJITO_BASE": api_base,
+            "KIJITO_PULL_STATE_DIR": str(state_dir),
+            "KIJITO_PULL_CONFIG": str(state_dir / "no-config.toml"),
+            "PATH": os.environ.get("PATH", ""),
+        }
+        self.state_dir = state_dir
+
+    def __call__(self, *argv: str, stdin: str = "", env: Optional[Mapping[str, str]] = None) -> Result:
+        out, err = io.StringIO(), io.StringIO()
+        environ = {**self.environ, **(env or {})}
+        code = main(list(argv), Environment(stdin=io.StringIO(stdin), stdout=out, stderr=err, environ=environ,
+                                            cwd=str(self.state_dir)))
+        return Result(code, out.getvalue(), err.getvalue())
+
+    def spawn(self, *argv: str, env: Optional[Mapping[str, str]] = None, **kwargs) -> subprocess.Popen:
+        environ = {**self.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        return subprocess.Popen([sys.executable, "-m", "kijito_pull", *argv], env=environ,
+                                stdout=kwargs.pop("stdout", subprocess.PIPE),
+                                stderr=kwargs.pop("stderr", subprocess.PIPE), text=True, **kwargs)
+
+    def run(self, *argv: str, env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> Result:
+        proc = self.spawn(*argv, env=env)
+        out, err = proc.communicate(timeout=timeout)
+        return Result(proc.returncode, out, err)
+
+    def state_files(self) -> list[Path]:
+        return sorted((self.state_dir / "cursors").glob("*.json"))
