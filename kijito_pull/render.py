@@ -44,7 +44,8 @@ _INVISIBLE = re.compile(
 QUOTE = "> "
 _FIELD_CHARS = 120       # sender, persona and time are single-line facts; a server could send a novel
 _MIN_BODY_CHARS = 200    # a body squeezed below this is better listed than shown as a stub
-_SUMMARY_HEADROOM = 4    # summary lines kept in reserve while deciding which bodies fit
+_FULL_HEADROOM = 4       # listing lines kept free when a body is shown at its normal clip
+_SQUEEZED_HEADROOM = 20  # ... and when it is clipped harder to fit: listing the rest matters more
 _MIN_TOTAL_CHARS = 1000
 
 
@@ -135,18 +136,41 @@ def _not_listed(count: int, low: int, high: int) -> str:
     return f"({_plural(count, 'more message')} not listed; their ids run from {low} to {high}.)"
 
 
+def _listing_heading(start: int, count: int, persona: str) -> str:
+    return (f"Messages {start + 1} to {count} did not fit here and are listed without their bodies. "
+            f"Read one with: kijito-pull show ID --persona {shlex.quote(_field(persona))}")
+
+
+def _listing_line(position: int, count: int, message: Message) -> str:
+    return f"- Message {position + 1} of {count}: {_facts(message)}."
+
+
+def _tail_room(messages: Sequence[Message]) -> int:
+    """Room for the closing "not listed" line, whichever messages end up in it."""
+    width = max(len(str(m.id)) for m in messages)
+    return len(_not_listed(len(messages), 0, 0)) + 2 * (width - 1) + 1
+
+
+def _listing_room(messages: Sequence[Message], start: int, persona: str, lines: int) -> int:
+    """Room to announce and list up to `lines` messages from `start`, should their bodies not fit."""
+    count = len(messages)
+    if start >= count:
+        return 0
+    room = 2 + len(_listing_heading(start, count, persona))
+    for position in range(start, min(count, start + lines)):
+        room += 1 + len(_listing_line(position, count, messages[position]))
+    return room + (_tail_room(messages) if count - start > lines else 0)
+
+
 def _summary(messages: Sequence[Message], start: int, persona: str, budget: _Budget) -> None:
     """List the messages from `start` on without bodies, as many as fit, and count the rest."""
     count = len(messages)
-    rest = messages[start:]
-    budget.add(f"Messages {start + 1} to {count} did not fit here and are listed without their "
-               f"bodies. Read one with: kijito-pull show ID --persona {shlex.quote(_field(persona))}")
-    widest = max((m.id for m in rest), key=lambda mid: len(str(mid)))
-    tail_room = len(_not_listed(len(rest), widest, widest)) + 1
-    for index, message in enumerate(rest):
-        line = f"- Message {start + index + 1} of {count}: {_facts(message)}."
-        if not budget.add(line, keep_free=tail_room, sep="\n"):
-            ids = [m.id for m in rest[index:]]
+    budget.add(_listing_heading(start, count, persona))
+    tail_room = _tail_room(messages)
+    for position in range(start, count):
+        keep_free = tail_room if position < count - 1 else 0  # the last line needs no tail after it
+        if not budget.add(_listing_line(position, count, messages[position]), keep_free, sep="\n"):
+            ids = [m.id for m in messages[position:]]
             budget.add(_not_listed(len(ids), min(ids), max(ids)), sep="\n")
             return
 
@@ -155,22 +179,23 @@ def _fitted_block(budget: _Budget, position: int, messages: Sequence[Message], b
                   clip: int, persona: str) -> str | None:
     """The message's block, clipped harder if needed to fit, or None when only a listing would fit.
 
-    Room is kept for listing a few later messages, so running out of budget is always announced.
+    Room is kept for listing later messages, so running out of budget is always announced; a body
+    is only squeezed while a longer listing of the rest still fits after it.
     """
-    later = len(messages) - position - 1
-    allowed = budget.room() - min(later, _SUMMARY_HEADROOM) * (2 * _FIELD_CHARS + 80)
-    allowed -= 400 if later else 0
+    count = len(messages)
     clip = min(clip, len(body))
-    while True:
-        block = _block(position + 1, len(messages), messages[position], body, clip, persona)
-        overflow = len(block) - allowed
-        if overflow <= 0:
-            return block
+    block = _block(position + 1, count, messages[position], body, clip, persona)
+    if len(block) <= budget.room() - _listing_room(messages, position + 1, persona, _FULL_HEADROOM):
+        return block
+    allowed = budget.room() - _listing_room(messages, position + 1, persona, _SQUEEZED_HEADROOM)
+    while len(block) > allowed:
         # Each body character dropped shortens the block by at least one (quoting adds, never
         # removes), so this converges; the marker's digits may cost one more round.
-        clip -= overflow
+        clip -= len(block) - allowed
         if clip < min(_MIN_BODY_CHARS, len(body)):
             return None
+        block = _block(position + 1, count, messages[position], body, clip, persona)
+    return block
 
 
 def for_model(persona: str, messages: Sequence[Message], *, clip_chars: int = 2000,
