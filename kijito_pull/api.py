@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable
 
 import requests
 import tenacity
@@ -25,7 +26,7 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 class NoAnswer:
     """A declaration the server did not make in a usable form (absent, wrong type, negative)."""
 
-    _instance: Optional[NoAnswer] = None
+    _instance: NoAnswer | None = None
 
     def __new__(cls) -> NoAnswer:
         if cls._instance is None:
@@ -44,8 +45,8 @@ INEXACT = "inexact"
 class ApiError(Exception):
     """The source failed. `str()` is one line, safe to show: it never contains the token."""
 
-    def __init__(self, message: str, *, status: Optional[int] = None, transient: bool = False,
-                 retry_after: Optional[float] = None):
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False,
+                 retry_after: float | None = None):
         super().__init__(message)
         self.status = status
         self.transient = transient
@@ -65,25 +66,25 @@ class InboxPage:
     """One window of an inbox, with what the server declared about the rows it withheld."""
 
     messages: tuple[Message, ...]  # sorted by id ascending
-    omission: Union[int, str]  # exact count of withheld rows, or INEXACT (at least one)
-    continuation: Union[int, None, NoAnswer]  # next_before_id: int, None (affirmed end) or NO_ANSWER
+    omission: int | str  # exact count of withheld rows, or INEXACT (at least one)
+    continuation: int | None | NoAnswer  # next_before_id: int, None (affirmed end) or NO_ANSWER
     size_truncated: bool
-    unread_not_shown: Optional[int]  # None = no statement
-    before_id: Optional[int] = None  # the before_id this page was asked for (None = newest page)
+    unread_not_shown: int | None  # None = no statement
+    before_id: int | None = None  # the before_id this page was asked for (None = newest page)
 
     @property
-    def oldest_id(self) -> Optional[int]:
+    def oldest_id(self) -> int | None:
         return self.messages[0].id if self.messages else None
 
     @property
-    def newest_id(self) -> Optional[int]:
+    def newest_id(self) -> int | None:
         return self.messages[-1].id if self.messages else None
 
     @property
     def withheld(self) -> bool:
         return self.omission == INEXACT or (isinstance(self.omission, int) and self.omission > 0)
 
-    def contradiction(self) -> Optional[str]:
+    def contradiction(self) -> str | None:
         """Why this page cannot be believed about what it withheld, or None if it is self-consistent.
 
         kijito-api.md §2.1.2: omission and continuation are two halves of one statement, and the
@@ -111,19 +112,19 @@ class InboxPage:
 class PendingCount:
     persona: str
     unread: int
-    unread_urgent: Optional[int]
+    unread_urgent: int | None
 
 
 @dataclass(frozen=True)
 class NotifyResult:
     counts: tuple[PendingCount, ...]
-    cursor: Optional[str]  # present only when the server long-polled
+    cursor: str | None  # present only when the server long-polled
 
 
 @dataclass(frozen=True)
 class PersonaInfo:
     persona: str
-    memory_count: Optional[int]
+    memory_count: int | None
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class SendResult:
     to: str
 
 
-def parse_inbox(data: Any, before_id: Optional[int] = None) -> InboxPage:
+def parse_inbox(data: Any, before_id: int | None = None) -> InboxPage:
     if not isinstance(data, dict):
         raise ApiError("malformed inbox response: the body is not a JSON object")
     rows = data.get("result")
@@ -184,7 +185,7 @@ def _parse_row(row: Any, index: int) -> Message:
     )
 
 
-def _omission(data: dict) -> Union[int, str]:
+def _omission(data: dict) -> int | str:
     """How many rows the page withheld, by the reference's reading of the declarations (§2.1.2)."""
     exact = 0
     inexact = False
@@ -202,7 +203,7 @@ def _omission(data: dict) -> Union[int, str]:
     return INEXACT if inexact else exact
 
 
-def _continuation(value: Any) -> Union[int, None, NoAnswer]:
+def _continuation(value: Any) -> int | None | NoAnswer:
     if value is None:
         return None
     if _is_int(value) and value >= 0:
@@ -248,7 +249,7 @@ def parse_send(data: Any) -> SendResult:
     return SendResult(result["id"], result["to"])
 
 
-def _retry_after(value: Optional[str]) -> Optional[float]:
+def _retry_after(value: str | None) -> float | None:
     try:
         seconds = float(value) if value is not None else None
     except ValueError:
@@ -259,9 +260,9 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
 class KijitoClient:
     """One API base and token. Retries only transient faults, within a total deadline per call."""
 
-    def __init__(self, api_base: str, token: str, *, auth_header: Optional[str] = None,
+    def __init__(self, api_base: str, token: str, *, auth_header: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT, attempts: int = 3, deadline: float = 15.0,
-                 session: Optional[requests.Session] = None,
+                 session: requests.Session | None = None,
                  sleep: Callable[[float], None] = time.sleep):
         self.api_base = api_base.rstrip("/")
         self.timeout = timeout
@@ -285,7 +286,7 @@ class KijitoClient:
 
     # -- endpoints ---------------------------------------------------------------------------------
 
-    def inbox(self, persona: str, before_id: Optional[int] = None, limit: Optional[int] = None) -> InboxPage:
+    def inbox(self, persona: str, before_id: int | None = None, limit: int | None = None) -> InboxPage:
         params: list[tuple[str, str]] = [("persona", persona), ("mark_read", "false")]
         if before_id is not None:
             params.append(("before_id", str(before_id)))
@@ -293,7 +294,7 @@ class KijitoClient:
             params.append(("limit", str(limit)))
         return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id)
 
-    def notify_pending(self, wait: Optional[int] = None, cursor: Optional[str] = None) -> NotifyResult:
+    def notify_pending(self, wait: int | None = None, cursor: str | None = None) -> NotifyResult:
         params: list[tuple[str, str]] = []
         if wait is not None:
             params.append(("wait", str(wait)))
@@ -306,7 +307,7 @@ class KijitoClient:
     def personas(self) -> list[PersonaInfo]:
         return parse_personas(self._call("GET", "/api/personas"))
 
-    def send(self, to: str, content: str, sender: Optional[str] = None, urgent: bool = False) -> SendResult:
+    def send(self, to: str, content: str, sender: str | None = None, urgent: bool = False) -> SendResult:
         body: dict[str, Any] = {"to": to, "content": content, "urgent": urgent}
         if sender:
             body["from"] = sender
@@ -316,7 +317,7 @@ class KijitoClient:
     # -- transport ---------------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, *, params: Sequence[tuple[str, str]] = (),
-              json_body: Any = None, timeout: Optional[float] = None, attempts: Optional[int] = None) -> Any:
+              json_body: Any = None, timeout: float | None = None, attempts: int | None = None) -> Any:
         started = time.monotonic()
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(lambda e: isinstance(e, ApiError) and e.transient),

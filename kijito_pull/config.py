@@ -11,9 +11,10 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 from urllib.parse import urlsplit
 
 from kijito_pull import paths
@@ -65,7 +66,7 @@ def normalize_api_base(raw: str, source: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
 
 
-def resolve_api_base(flag: Optional[str], environ: Mapping[str, str], file_value: Optional[str] = None) -> str:
+def resolve_api_base(flag: str | None, environ: Mapping[str, str], file_value: str | None = None) -> str:
     if flag:
         return normalize_api_base(flag, "--api-base")
     if environ.get(BASE_ENV, "").strip():
@@ -105,7 +106,7 @@ def read_token_file(path: str) -> str:
     return token
 
 
-def resolve_token(token_file: Optional[str], environ: Mapping[str, str]) -> str:
+def resolve_token(token_file: str | None, environ: Mapping[str, str]) -> str:
     if token_file:
         token = read_token_file(token_file)
     else:
@@ -132,7 +133,7 @@ def validate_consumer(name: str) -> str:
     return name
 
 
-def validate_auth_header(name: Optional[str]) -> Optional[str]:
+def validate_auth_header(name: str | None) -> str | None:
     if name is None:
         return None
     if not _HEADER_RE.fullmatch(name):
@@ -166,7 +167,7 @@ class Connection:
 
     api_base: str
     token: str
-    auth_header: Optional[str] = None
+    auth_header: str | None = None
 
     def __repr__(self) -> str:
         return f"Connection(api_base={self.api_base!r}, auth_header={self.auth_header!r}, token=<redacted>)"

@@ -7,7 +7,6 @@ the loop stops at the first message the sink refused, so a consumer never sees N
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from kijito_pull.engine import Engine
 from kijito_pull.events import EventFactory
@@ -18,9 +17,9 @@ from kijito_pull.sinks import Sink
 class PullReport:
     persona: str
     delivered: list[int] = field(default_factory=list)
-    refused: Optional[int] = None  # id of the message the sink did not take
+    refused: int | None = None  # id of the message the sink did not take
     pinned: bool = False
-    problem: Optional[str] = None
+    problem: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -28,7 +27,7 @@ class PullReport:
 
 
 def pull_through(engine: Engine, factory: EventFactory, sink: Sink, *, peek: bool = False,
-                 content_chars: Optional[int] = None, no_content: bool = False) -> PullReport:
+                 content_chars: int | None = None, no_content: bool = False) -> PullReport:
     """Raises ApiError if the newest page cannot be read, StateError if the cursor cannot be locked or saved."""
     report = PullReport(engine.persona)
     with engine.open(peek=peek) as pull:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional, Protocol
+from typing import Any, Protocol
 
 from kijito_pull.api import ApiError, InboxPage
 from kijito_pull.models import Message
@@ -28,7 +29,7 @@ NORMAL = "normal"
 
 
 class InboxSource(Protocol):
-    def inbox(self, persona: str, before_id: Optional[int] = None, limit: Optional[int] = None) -> InboxPage: ...
+    def inbox(self, persona: str, before_id: int | None = None, limit: int | None = None) -> InboxPage: ...
 
 
 class SignalFactory(Protocol):
@@ -41,7 +42,7 @@ class Coverage:
 
     rows: dict[int, Message] = field(default_factory=dict)
     complete: bool = False
-    problem: Optional[str] = None
+    problem: str | None = None
     pages: int = 0
 
 
@@ -73,7 +74,7 @@ class Pull:
         return self.mode == NORMAL and not self.coverage.complete
 
     @property
-    def problem(self) -> Optional[str]:
+    def problem(self) -> str | None:
         return self.coverage.problem
 
     def ack(self, message: Message) -> None:

@@ -6,7 +6,8 @@ flushed); anything else holds the cursor below the message, so it is delivered a
 
 from __future__ import annotations
 
-from typing import IO, Sequence
+from collections.abc import Sequence
+from typing import IO
 
 from kijito_pull import render
 from kijito_pull.events import to_ndjson

@@ -14,9 +14,10 @@ import json
 import os
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from kijito_pull import __version__
 
@@ -38,17 +39,17 @@ class LockTimeout(StateError):
 class CursorState:
     """Everything at or below `cursor` was delivered; ids in `delivered_above` were delivered past a pin."""
 
-    cursor: Optional[int] = None
+    cursor: int | None = None
     delivered_above: list[int] = field(default_factory=list)
-    pin: Optional[dict[str, str]] = None  # {"since": iso time, "reason": text} while a gap is unproven
+    pin: dict[str, str] | None = None  # {"since": iso time, "reason": text} while a gap is unproven
 
 
 @dataclass(frozen=True)
 class Loaded:
     """The outcome of reading a state file: exactly one of absent / corrupt / state."""
 
-    state: Optional[CursorState]
-    corrupt_reason: Optional[str] = None
+    state: CursorState | None
+    corrupt_reason: str | None = None
 
     @property
     def absent(self) -> bool:
@@ -133,7 +134,7 @@ class StateStore:
         finally:
             os.close(fd)  # closing releases the flock; a killed process releases it too
 
-    def lock_holder(self) -> Optional[int]:
+    def lock_holder(self) -> int | None:
         """The pid holding the lock now, 0 if held by an unknown process, None if free."""
         try:
             fd = os.open(self.lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))

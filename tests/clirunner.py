@@ -7,9 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
 
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
@@ -48,20 +48,20 @@ class Cli:
         }
         self.state_dir = state_dir
 
-    def __call__(self, *argv: str, stdin: str = "", env: Optional[Mapping[str, str]] = None) -> Result:
+    def __call__(self, *argv: str, stdin: str = "", env: Mapping[str, str] | None = None) -> Result:
         out, err = io.StringIO(), io.StringIO()
         environ = {**self.environ, **(env or {})}
         code = main(list(argv), Environment(stdin=io.StringIO(stdin), stdout=out, stderr=err, environ=environ,
                                             cwd=str(self.state_dir)))
         return Result(code, out.getvalue(), err.getvalue())
 
-    def spawn(self, *argv: str, env: Optional[Mapping[str, str]] = None, **kwargs) -> subprocess.Popen:
+    def spawn(self, *argv: str, env: Mapping[str, str] | None = None, **kwargs) -> subprocess.Popen:
         environ = {**self.environ, "PYTHONPATH": str(REPO), **(env or {})}
         return subprocess.Popen([sys.executable, "-m", "kijito_pull", *argv], env=environ,
                                 stdout=kwargs.pop("stdout", subprocess.PIPE),
                                 stderr=kwargs.pop("stderr", subprocess.PIPE), text=True, **kwargs)
 
-    def run(self, *argv: str, env: Optional[Mapping[str, str]] = None, timeout: float = 60) -> Result:
+    def run(self, *argv: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> Result:
         proc = self.spawn(*argv, env=env)
         out, err = proc.communicate(timeout=timeout)
         return Result(proc.returncode, out, err)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from kijito_pull import __version__
 from kijito_pull.cli import demo_cmd, pull_cmd, sandbox_cmd, send_cmd, show_cmd, status_cmd
@@ -33,16 +35,30 @@ KIJITO_PULL_STATE_DIR (where cursors live).
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse, writing help and errors to the command's Environment rather than the process's streams."""
+
+    def __init__(self, *args: Any, env: Environment | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.env = env
+
+    def _print_message(self, message: str, file=None) -> None:  # type: ignore[override]
+        if message and self.env is not None:
+            (self.env.stderr if file is sys.stderr else self.env.stdout).write(message)
+        elif message:
+            super()._print_message(message, file)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+        self._print_message(f"{self.prog}: error: {message}\n", sys.stderr)
+        raise SystemExit(ExitCode.USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kijito-pull", description=DESCRIPTION, epilog=EPILOG,
+def build_parser(env: Environment | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="kijito-pull", description=DESCRIPTION, epilog=EPILOG, env=env,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kijito-pull {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                parser_class=functools.partial(_Parser, env=env))
     for module in COMMANDS:
         module.register(sub)
     return parser
@@ -55,10 +71,10 @@ def _normalise(argv: list[str]) -> list[str]:
     return argv
 
 
-def main(argv: Optional[Sequence[str]] = None, env: Optional[Environment] = None) -> int:
+def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
     env = env or Environment()
     args_list = _normalise(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser()
+    parser = build_parser(env)
     try:
         args = parser.parse_args(args_list)
     except SystemExit as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Optional
+from typing import Any
 
 from kijito_pull import config
 from kijito_pull.api import DEFAULT_TIMEOUT, KijitoClient
@@ -89,5 +89,5 @@ def personas(args: argparse.Namespace, env: Environment) -> list[str]:
 
 
 def consumer(args: argparse.Namespace, env: Environment) -> str:
-    name: Optional[str] = args.consumer or file_settings(env).get("consumer") or config.DEFAULT_CONSUMER
+    name: str | None = args.consumer or file_settings(env).get("consumer") or config.DEFAULT_CONSUMER
     return config.validate_consumer(str(name))
