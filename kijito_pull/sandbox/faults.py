@@ -122,6 +122,8 @@ class FaultBook:
 
     def add(self, rule: Any) -> None:
         checked = validate_rule(rule)
+        if checked.get("times", 1) == 0:
+            return  # already spent: it would never apply
         with self._lock:
             self._rules.append(checked)
 

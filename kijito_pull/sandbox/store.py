@@ -229,7 +229,7 @@ class Store:
                 if remaining <= 0:
                     break
                 # Woken by notify_all on send/stop; the slice only bounds a missed wake-up.
-                self._changed.wait(min(remaining, 1.0))
+                self._changed.wait(min(remaining, 5.0))
             return self._max_id
 
     def wake_waiters(self) -> None:
