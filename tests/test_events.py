@@ -186,14 +186,28 @@ def test_clocks_on_linux_are_real_and_named():
     assert "clock_defect" not in stamps
 
 
-@pytest.mark.skipif(not hasattr(time, "CLOCK_BOOTTIME"), reason="needs CLOCK_BOOTTIME to remove")
 def test_missing_boottime_is_omitted_not_faked(monkeypatch):
+    # Linux without CLOCK_BOOTTIME: CLOCK_MONOTONIC_RAW exists but excludes suspend, so it must not
+    # stand in for boottime (readings chosen so an impostor would not be caught as inverted).
+    monkeypatch.setattr(time, "CLOCK_MONOTONIC", 1001, raising=False)
+    monkeypatch.setattr(time, "CLOCK_MONOTONIC_RAW", 1004, raising=False)
+    monkeypatch.delattr(time, "CLOCK_BOOTTIME", raising=False)
+    monkeypatch.delattr(time, "CLOCK_UPTIME_RAW", raising=False)
+    monkeypatch.setattr(time, "clock_gettime", {1001: 10.0, 1004: 50.0}.__getitem__, raising=False)
+    stamps = emitted_clocks()
+    assert "boottime" not in stamps
+    assert stamps["src"] == {"monotonic": "CLOCK_MONOTONIC"}
+    assert stamps["monotonic"] == 10.0
+
+
+@pytest.mark.skipif(not hasattr(time, "CLOCK_BOOTTIME"), reason="needs CLOCK_BOOTTIME to remove")
+def test_missing_boottime_constant_on_this_host(monkeypatch):
     monkeypatch.delattr(time, "CLOCK_BOOTTIME")
     monkeypatch.delattr(time, "CLOCK_UPTIME_RAW", raising=False)
     stamps = emitted_clocks()
-    assert "boottime" not in stamps
+    assert "boottime" not in stamps and "clock_defect" not in stamps
     assert "boottime" not in stamps["src"]
-    assert "monotonic" in stamps  # CLOCK_MONOTONIC_RAW on Linux is not a stand-in for boottime
+    assert "monotonic" in stamps
 
 
 def test_no_clock_gettime_leaves_only_wall(monkeypatch):
@@ -202,21 +216,24 @@ def test_no_clock_gettime_leaves_only_wall(monkeypatch):
     assert set(stamps) == {"wall"}
 
 
-def test_unreadable_clock_is_omitted(monkeypatch):
-    monkeypatch.setattr(time, "CLOCK_MONOTONIC", 1001, raising=False)
-    monkeypatch.setattr(time, "CLOCK_BOOTTIME", 1007, raising=False)
+@pytest.mark.parametrize("broken, working", [("monotonic", "boottime"), ("boottime", "monotonic")])
+def test_unreadable_clock_is_omitted(monkeypatch, broken, working):
+    constants = {"monotonic": ("CLOCK_MONOTONIC", 1001), "boottime": ("CLOCK_BOOTTIME", 1007)}
+    for name, const in constants.values():
+        monkeypatch.setattr(time, name, const, raising=False)
     monkeypatch.delattr(time, "CLOCK_UPTIME_RAW", raising=False)
 
     def fake(clock):
-        if clock == 1007:
+        if clock == constants[broken][1]:
             raise OSError(22, "Invalid argument")
         return 5.0
 
     monkeypatch.setattr(time, "clock_gettime", fake, raising=False)
     stamps = emitted_clocks()
-    assert stamps["monotonic"] == 5.0
-    assert "boottime" not in stamps
-    assert stamps["src"] == {"monotonic": "CLOCK_MONOTONIC"}
+    assert stamps[working] == 5.0
+    assert broken not in stamps
+    assert stamps["src"] == {working: constants[working][0]}
+    assert "clock_defect" not in stamps
 
 
 def test_inverted_pair_drops_boottime_and_reports_defect(monkeypatch):
@@ -283,6 +300,7 @@ def test_ndjson_nul_and_lone_surrogate_are_writable():
 
 def test_event_id_and_nonce_agree_on_the_line_for_odd_personas():
     ev = EventFactory().new("per\ud800sona", msg(7))
+    assert ev["event_id"] == "per?sona:new:7"  # the id in memory is the id on the line
     parsed = json.loads(to_ndjson(ev))
     assert parsed["event_id"] == "per?sona:new:7"
     assert parsed["nonce"] == nonce(parsed["event_id"])

@@ -257,6 +257,13 @@ def test_first_body_is_shown_even_when_the_budget_is_small():
     assert re.search(r"\[Message 1 is clipped here: \d+ more characters not shown", text)
 
 
+def test_a_body_that_would_be_a_stub_is_listed_instead():
+    text = for_model("p", [msg(1, content="f" * 2000), msg(2, content="g" * 5000)], total_chars=2500)
+    shown, listed, tail = _accounted_ids(text)
+    assert (shown, listed, tail) == ([1], [2], None)
+    assert quoted_body(text, 1) == "f" * 2000
+
+
 def test_budget_arguments_are_checked():
     with pytest.raises(ValueError):
         for_model("p", [msg()], total_chars=500)
