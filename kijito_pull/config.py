@@ -30,6 +30,9 @@ _PERSONA_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
 _CONSUMER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _HEADER_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
+# Settings the file may carry, all strings: a wrong type is reported here, not as a crash where it is used.
+_STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer")
+
 SANDBOX_HINT = "to try kijito-pull without an account, run `kijito-pull demo` or `kijito-pull sandbox`"
 
 
@@ -158,6 +161,9 @@ def load_config_file(environ: Mapping[str, str]) -> dict[str, Any]:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path}: {exc}") from None
+    for key in _STRING_SETTINGS:
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f"config file {path}: {key} must be a quoted string, e.g. {key} = \"...\"")
     return data
 
 
