@@ -201,7 +201,7 @@ class StateStore:
 
         if not isinstance(data, dict):
             raise ValueError("the state file does not hold an object")
-        if data.get("schema") != SCHEMA:
+        if not is_int(data.get("schema")) or data["schema"] != SCHEMA:  # true == 1 and 1.0 == 1 in Python
             raise ValueError(f"the state file has schema {data.get('schema')!r}, expected {SCHEMA}")
         if data.get("identity") != self.identity:
             raise ValueError("the state file belongs to another API base, persona or consumer")
