@@ -102,6 +102,21 @@ class InboxPage:
             return f"next_before_id {self.continuation} is not the page's oldest id {self.oldest_id}"
         return None
 
+    def hidden_unread(self) -> bool | None:
+        """On a newest page: does the server hold unread mail this window did not show? None = no claim.
+
+        kijito-api.md §4: the count is computed only when something was withheld, so a 0 means "clear"
+        only with positive evidence (a continuation, or a structurally complete window).
+        """
+        n = self.unread_not_shown
+        if n is None:
+            return None
+        if n > 0:
+            return True
+        if self.continuation is not None and not isinstance(self.continuation, NoAnswer):
+            return False
+        return False if self.omission == 0 and self.continuation is None else None
+
     @property
     def declares_end(self) -> bool:
         """A consistent page that withheld nothing: there is nothing older than it."""

@@ -20,6 +20,7 @@ class PullReport:
     refused: int | None = None  # id of the message the sink did not take
     pinned: bool = False
     problem: str | None = None
+    hidden_unread: bool | None = None  # the newest page's claim about unread mail outside the window
 
     @property
     def ok(self) -> bool:
@@ -51,4 +52,5 @@ def pull_through(engine: Engine, factory: EventFactory, sink: Sink, *, peek: boo
                 report.delivered.append(message.id)
         report.pinned = pull.pinned
         report.problem = pull.problem
+        report.hidden_unread = pull.newest.hidden_unread()
     return report

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -15,4 +14,4 @@ class Message:
     content: str
     created: str
     read: bool
-    urgent: Optional[bool] = None
+    urgent: bool | None = None

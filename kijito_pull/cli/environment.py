@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import IO, Mapping
+from typing import IO
 
 
 @dataclass

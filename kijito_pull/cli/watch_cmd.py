@@ -1,0 +1,266 @@
+"""`kijito-pull watch`: the long-running loop behind the pi child, the Claude monitor and the daemon."""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import signal
+import threading
+from pathlib import Path
+
+from kijito_pull import config, paths
+from kijito_pull.acksink import AckSink, StdinCommands
+from kijito_pull.api import ApiError, KijitoClient
+from kijito_pull.cli import options
+from kijito_pull.cli.environment import Environment
+from kijito_pull.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
+from kijito_pull.events import EventFactory
+from kijito_pull.exitcodes import ExitCode
+from kijito_pull.sinks import NdjsonSink, Sink
+from kijito_pull.state import CursorState, StateError, StateStore
+from kijito_pull.watcher import Watcher, WatchOptions
+
+EXAMPLES = """\
+examples:
+  kijito-pull watch --persona river                       NDJSON events on stdout
+  kijito-pull watch --all-personas --events-file-template ~/.local/state/kijito-pull/events/{persona}.ndjson
+  kijito-pull watch --persona river --emit exec-per-event --exec 'my-waker'   (KIJITOMON_* variables)
+  kijito-pull watch --persona river --format line         one readable line per event
+  kijito-pull watch --persona river --self-test           probe and test the sink, then exit 0 or 1
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("watch", help="watch inboxes and emit one event per new message (long-poll)",
+                       description="Watch one, several or all personas' inboxes with one long-poll for the whole "
+                                   "account, and emit one event per new message (kijito-inbox-monitor's NDJSON "
+                                   "and exec contract). Every message goes through the same cursor as --once.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    who = p.add_argument_group("personas")
+    who.add_argument("--persona", action="append", metavar="NAME", help="watch this persona; repeatable")
+    who.add_argument("--personas", action="append", metavar="A,B", help="comma-separated personas")
+    who.add_argument("--all-personas", action="store_true",
+                     help="watch every persona in the account (the default when none is named)")
+    who.add_argument("--rediscover-every", type=_positive_int, default=600, metavar="SECONDS",
+                     help="re-read the persona directory this often (default 600)")
+    options.add_consumer(p)
+
+    poll = p.add_argument_group("polling")
+    poll.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",
+                      help="long-poll hold asked of notify/pending (default 50; 0 = interval polling)")
+    poll.add_argument("--poll-seconds", type=_positive_int, default=60, metavar="SECONDS",
+                      help="interval when the server does not long-poll (default 60)")
+    poll.add_argument("--resync-every", type=_positive_int, default=10, metavar="N",
+                      help="read an inbox after at most N mail arrivals that did not raise its count (default 10)")
+    poll.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT, metavar="SECONDS",
+                      help=argparse.SUPPRESS)
+    poll.add_argument("--page-budget", type=options.non_negative_int, default=DEFAULT_PAGE_BUDGET, metavar="N",
+                      help="most backward pages one catch-up walk may read")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--emit", choices=("stdout-jsonl", "exec-per-event"), default="stdout-jsonl",
+                     help="NDJSON lines (default) or run --exec once per event")
+    out.add_argument("--exec", dest="exec_command", metavar="CMD",
+                     help="with --emit exec-per-event: shell command run per event with KIJITOMON_* variables; "
+                          "its exit status 0 acknowledges the message (10 s timeout)")
+    out.add_argument("--format", choices=("json", "line"), default="json",
+                     help="stdout format: NDJSON (default) or one readable line per event")
+    out.add_argument("--events-file", metavar="PATH", help="append NDJSON to this owned, size-rotated file")
+    out.add_argument("--events-file-template", metavar="TPL",
+                     help="one events file per persona; TPL contains {persona}")
+    out.add_argument("--max-bytes", type=int, default=5_000_000, metavar="N",
+                     help="rotate events files at N bytes (default 5000000; <=0 disables)")
+    out.add_argument("--keep-logs", type=_positive_int, default=5, metavar="N", help="rotated files kept (5)")
+    out.add_argument("--ack-stdin", action="store_true",
+                     help="wait for {\"ack\": EVENT_ID} on stdin before acknowledging each message "
+                          "(the pi extension's protocol; {\"sweep\": true} pulls at once)")
+    out.add_argument("--ack-timeout", type=float, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    out.add_argument("--content-chars", type=options.non_negative_int, default=220, metavar="N",
+                     help="clip content in events to N characters (default 220)")
+    out.add_argument("--no-content", action="store_true", help="omit message content from events")
+    out.add_argument("--suppress-author", action="append", default=[], metavar="NAME",
+                     help="acknowledge mail by this author silently (repeatable); the persona's own is always")
+
+    alarm = p.add_argument_group("alarms")
+    alarm.add_argument("--alert-after", type=_positive_int, default=3, metavar="N",
+                       help="consecutive failures before a source is DOWN (default 3)")
+    alarm.add_argument("--heartbeat", type=_positive_int, default=None, metavar="SECONDS",
+                       help="emit a heartbeat event every N seconds")
+    alarm.add_argument("--no-stranded-alerts", action="store_true",
+                       help="silence only the stranded-mail alarm")
+    alarm.add_argument("--no-urgent-alerts", action="store_true",
+                       help="silence only the unanswered-urgent-mail alarm")
+    alarm.add_argument("--urgent-after", type=_positive_int, default=900, metavar="SECONDS",
+                       help="urgent mail unread this long raises an alarm (default 900)")
+
+    start = p.add_argument_group("start")
+    start.add_argument("--self-test", action="store_true",
+                       help="probe the API and emit a synthetic event through the sink, then exit 0 or 1")
+    start.add_argument("--seed-at", type=options.non_negative_int, metavar="ID",
+                       help="set each persona's cursor to ID (the last message already handled) before starting")
+    start.add_argument("--max-replay", type=options.non_negative_int, default=DEFAULT_MAX_REPLAY, metavar="N",
+                       help=f"on first contact deliver at most N visible unread (default {DEFAULT_MAX_REPLAY})")
+    options.add_connection(p)
+    p.set_defaults(run=run)
+
+
+def _positive_int(text: str) -> int:
+    value = options.non_negative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def requested_personas(args: argparse.Namespace) -> list[str]:
+    names = list(args.persona or [])
+    for group in args.personas or []:
+        names.extend(n.strip() for n in group.split(",") if n.strip())
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        config.validate_persona(name)
+        if name.casefold() not in seen:  # case-insensitive dedupe, first spelling kept for the wire
+            seen.add(name.casefold())
+            out.append(name)
+    return out
+
+
+def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) -> Sink:
+    if args.events_file and args.events_file_template:
+        raise config.ConfigError("--events-file and --events-file-template are mutually exclusive")
+    if args.emit == "exec-per-event":
+        if not args.exec_command:
+            raise config.ConfigError("--emit exec-per-event needs --exec CMD")
+        from kijito_pull.execsink import ExecSink
+        return ExecSink(args.exec_command, env.environ, stderr=env.stderr)
+    if args.exec_command:
+        raise config.ConfigError("--exec needs --emit exec-per-event")
+    if args.ack_stdin:
+        commands = StdinCommands(env.stdin, loop, env.stderr)
+        commands.start()
+        return AckSink(env.stdout, commands, timeout=args.ack_timeout, errors=env.stderr)
+    if args.events_file or args.events_file_template:
+        from kijito_pull.eventsfile import EventsFileSink, template_path
+        if args.events_file_template:
+            template = args.events_file_template
+            if "{persona}" not in template:
+                raise config.ConfigError("--events-file-template must contain {persona}")
+            return EventsFileSink(lambda persona: template_path(template, persona), args.max_bytes, args.keep_logs)
+        fixed = Path(args.events_file).expanduser()
+        return EventsFileSink(lambda persona: fixed, args.max_bytes, args.keep_logs)
+    if args.format == "line":
+        from kijito_pull.linesink import LineSink
+        return LineSink(env.stdout)
+    return NdjsonSink(env.stdout)
+
+
+def run(args: argparse.Namespace, env: Environment) -> ExitCode:
+    personas = requested_personas(args)
+    all_personas = args.all_personas or not personas
+    consumer = options.consumer(args, env)
+    conn = options.connection(args, env)
+    loop: queue.Queue = queue.Queue()
+    sink = build_sink(args, env, loop)
+    timeout = args.timeout or 5.0
+    client = KijitoClient(conn.api_base, conn.token, auth_header=conn.auth_header, timeout=timeout)
+    notify_client = KijitoClient(conn.api_base, conn.token, auth_header=conn.auth_header, timeout=timeout)
+    factory = EventFactory()
+
+    def make_engine(persona: str) -> Engine:
+        store = StateStore(*paths.cursor_paths(env.environ, conn.api_base, persona, consumer),
+                           identity={"api_base": conn.api_base, "persona": persona, "consumer": consumer})
+        return Engine(client, store, factory, persona=persona, consumer=consumer, max_replay=args.max_replay,
+                      page_budget=args.page_budget, lock_timeout=args.lock_timeout,
+                      suppress_authors=args.suppress_author)
+
+    if all_personas and not personas:
+        try:
+            personas = [p.persona for p in client.personas()]
+        except ApiError as exc:
+            env.error(f"cannot list the account's personas ({exc}); name them with --persona")
+            return ExitCode.SOURCE_FAILED
+    if args.self_test:
+        return self_test(client, personas, sink, factory, env)
+
+    stop = threading.Event()
+    watch_options = WatchOptions(
+        consumer=consumer, wait=args.wait, poll_seconds=args.poll_seconds, resync_every=args.resync_every,
+        rediscover_every=args.rediscover_every, all_personas=all_personas, alert_after=args.alert_after,
+        heartbeat=args.heartbeat, stranded_alerts=not args.no_stranded_alerts,
+        urgent_alerts=not args.no_urgent_alerts, urgent_after=args.urgent_after,
+        content_chars=None if args.no_content else args.content_chars, no_content=args.no_content)
+    watcher = Watcher(client=client, notify_client=notify_client, make_engine=make_engine, sink=sink,
+                      factory=factory, options=watch_options, personas=personas, stop=stop, loop=loop,
+                      errors=env.stderr)
+    if args.seed_at is not None:
+        for target in watcher.targets.values():
+            try:
+                seed(target.engine, args.seed_at, watcher)
+            except (ApiError, StateError) as exc:
+                env.error(f"{target.name}: cannot seed the cursor: {exc}")
+                return ExitCode.SOURCE_FAILED
+    with _signals(stop, sink):
+        watcher.run()
+    client.close()
+    notify_client.close()
+    return ExitCode.OK
+
+
+def seed(engine: Engine, seed_at: int, watcher: Watcher) -> None:
+    """--seed-at: the cursor becomes ID (overriding any state); a seed above the newest mail is announced."""
+    newest = engine.client.inbox(engine.persona).newest_id
+    with engine.store.locked(engine.lock_timeout):
+        engine.store.save(CursorState(cursor=seed_at))
+    if newest is not None and seed_at > newest:
+        watcher.emit("seed_ahead", engine.persona, seeded=seed_at, current_max=newest)
+
+
+def self_test(client: KijitoClient, personas: list[str], sink: Sink, factory: EventFactory,
+              env: Environment) -> ExitCode:
+    """Probe everything a running watch depends on, then push one synthetic event through the real sink."""
+    failures = []
+    try:
+        client.notify_pending()
+    except ApiError as exc:
+        if exc.status != 404:
+            failures.append(f"notify/pending: {exc}")
+    for persona in personas:
+        try:
+            client.inbox(persona, limit=1)
+        except ApiError as exc:
+            failures.append(f"{persona}: {exc}")
+    event = factory.signal("heartbeat", personas[0] if personas else "*", self_test=True,
+                           api_base=client.api_base)
+    if not sink.deliver(event, None):  # type: ignore[arg-type]
+        failures.append("the configured sink did not take the synthetic event")
+    for failure in failures:
+        env.error(f"self-test: {failure}")
+    if not failures:
+        env.stderr.write(f"kijito-pull: self-test passed ({len(personas)} personas, {client.api_base})\n")
+    return ExitCode.SOURCE_FAILED if failures else ExitCode.OK
+
+
+class _signals:
+    """SIGTERM and SIGINT end the loop cleanly; SIGHUP reopens events files (after external rotation)."""
+
+    def __init__(self, stop: threading.Event, sink: Sink):
+        self.stop = stop
+        self.sink = sink
+        self.saved: dict[int, object] = {}
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.saved[sig] = signal.signal(sig, lambda *_: self.stop.set())
+        if hasattr(signal, "SIGHUP"):
+            self.saved[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: self._reopen())
+
+    def _reopen(self) -> None:
+        reopen = getattr(self.sink, "reopen", None)
+        if reopen:
+            reopen()
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
