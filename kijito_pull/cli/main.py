@@ -10,12 +10,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from kijito_pull import __version__
-from kijito_pull.cli import demo_cmd, pull_cmd, sandbox_cmd, send_cmd, show_cmd, status_cmd, watch_cmd
+from kijito_pull.cli import (
+    demo_cmd,
+    optin_cmd,
+    pull_cmd,
+    sandbox_cmd,
+    send_cmd,
+    show_cmd,
+    status_cmd,
+    watch_cmd,
+)
 from kijito_pull.cli.environment import Environment
 from kijito_pull.config import ConfigError
 from kijito_pull.exitcodes import ExitCode
 
-COMMANDS = (pull_cmd, watch_cmd, show_cmd, status_cmd, send_cmd, sandbox_cmd, demo_cmd)
+COMMANDS = (pull_cmd, watch_cmd, show_cmd, status_cmd, send_cmd, optin_cmd, sandbox_cmd, demo_cmd)
 
 DESCRIPTION = """\
 Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never skipping a message.

@@ -1,0 +1,40 @@
+"""`kijito-pull optin`: does this project opt in to inbox pickup, and for which persona?"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from kijito_pull import optin
+from kijito_pull.cli.environment import Environment
+from kijito_pull.exitcodes import ExitCode
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "optin", help="show whether a project opts in (AGENTS.md / CLAUDE.md) and its persona",
+        description="Look for the opt-in line 'inbox monitor: raise on start' in AGENTS.md or CLAUDE.md of the "
+                    "project (this folder up to the repository root), and the persona it names "
+                    "('inbox persona: NAME', else $KIJITO_PERSONA, else the folder's name).")
+    parser.add_argument("--cwd", metavar="DIR", help="the project folder (default: the current folder)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, env: Environment) -> ExitCode:
+    found = optin.resolve(args.cwd or env.cwd, env.environ)
+    if args.json:
+        env.stdout.write(json.dumps({
+            "opted_in": found.opted_in, "persona": found.persona, "persona_source": found.persona_source,
+            "project": str(found.project), "file": str(found.file) if found.file else None,
+            "problem": found.problem}) + "\n")
+    elif found.opted_in and found.persona:
+        env.stdout.write(f"opted in by {found.file}; persona {found.persona} (from the {found.persona_source})\n")
+    elif found.opted_in:
+        env.stdout.write(f"opted in by {found.file}, but {found.problem}\n")
+    else:
+        env.stdout.write(f"not opted in: no 'inbox monitor: raise on start' line in AGENTS.md or CLAUDE.md "
+                         f"from {found.project} up to the repository root\n")
+        if found.problem:
+            env.error(found.problem)
+    return ExitCode.OK if found.opted_in and found.persona else ExitCode.USAGE if found.opted_in else ExitCode.OK

@@ -1,0 +1,85 @@
+"""The project opt-in: a line in AGENTS.md or CLAUDE.md, and which persona the project reads.
+
+    - inbox monitor: raise on start        (case-insensitive; list bullets allowed)
+    - inbox persona: river                 (optional; else $KIJITO_PERSONA, else the folder's name)
+
+Hooks call this on every session start, so it imports nothing beyond the standard library and reads
+at most a few small files: a project that has not opted in costs almost nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+FILES = ("AGENTS.md", "CLAUDE.md")
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+_BULLET = r"^\s*(?:[-*+]|\d+[.)])?\s*"
+_OPT_IN = re.compile(_BULLET + r"inbox monitor\s*:\s*raise on start\s*$", re.IGNORECASE | re.MULTILINE)
+_PERSONA = re.compile(_BULLET + r"inbox persona\s*:\s*`?([^`\s]+)`?\s*$", re.IGNORECASE | re.MULTILINE)
+_PERSONA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
+
+
+@dataclass(frozen=True)
+class OptIn:
+    opted_in: bool
+    project: Path  # the folder whose file opted in (or the starting folder)
+    persona: str | None = None
+    persona_source: str | None = None  # "file", "env" or "folder"
+    file: Path | None = None
+    problem: str | None = None  # why the opt-in or persona could not be used (one line)
+
+
+def _candidates(start: Path) -> list[Path]:
+    """The starting folder and its parents, up to the repository root (the folder holding .git)."""
+    out = []
+    folder = start
+    for _ in range(MAX_DEPTH):
+        out.append(folder)
+        if (folder / ".git").exists() or folder.parent == folder:
+            break
+        folder = folder.parent
+    return out
+
+
+def _read(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return handle.read(MAX_FILE_BYTES).decode("utf-8", "replace")
+
+
+def resolve(cwd: str | os.PathLike, environ: Mapping[str, str]) -> OptIn:
+    """Find the opt-in for the project containing `cwd`. Never raises: problems come back as `problem`."""
+    start = Path(cwd).resolve()
+    problems = []
+    for folder in _candidates(start):
+        for name in FILES:
+            path = folder / name
+            if not path.is_file():
+                continue
+            try:
+                text = _read(path)
+            except OSError as exc:
+                problems.append(f"cannot read {path}: {exc.strerror}")
+                continue
+            if _OPT_IN.search(text):
+                return _with_persona(folder, path, text, environ)
+    return OptIn(False, start, problem="; ".join(problems) or None)
+
+
+def _with_persona(folder: Path, path: Path, text: str, environ: Mapping[str, str]) -> OptIn:
+    match = _PERSONA.search(text)
+    if match:
+        name, source = match.group(1), "file"
+    elif environ.get("KIJITO_PERSONA", "").strip():
+        name, source = environ["KIJITO_PERSONA"].strip(), "env"
+    else:
+        name, source = folder.name, "folder"
+    if not _PERSONA_NAME.fullmatch(name):
+        return OptIn(True, folder, None, source, path,
+                     problem=f"the persona {name[:60]!r} (from the {source}) is not a valid persona name; "
+                             f"add a line 'inbox persona: NAME' to {path}")
+    return OptIn(True, folder, name, source, path)
