@@ -50,10 +50,13 @@ class LongPoll:
         self.failures = 0
 
     def request(self) -> tuple[int | None, str | None]:
-        """(wait, cursor) for the next request."""
-        if self.wait > 0 and (self.supported or self.cursor is None):
-            return self.wait, self.cursor
-        return None, None
+        """(wait, cursor) for the next request.
+
+        `wait` is sent even while the server is not long-polling: a server without long-poll ignores it
+        and answers at once (and is paced at `poll_seconds`), and one that gains long-poll answers with
+        a cursor, which upgrades us without a restart.
+        """
+        return (self.wait, self.cursor) if self.wait > 0 else (None, None)
 
     def on_success(self, result: NotifyResult) -> Counts:
         self.failures = 0

@@ -84,6 +84,7 @@ class Watcher:
         self.stranded = alarms.SetAlarm("unread mail no persona will read (stranded)", "stranded_inboxes")
         self.urgent = alarms.SetAlarm("urgent mail unanswered", "urgent_inboxes")
         self.urgent_since: dict[str, float] = {}
+        self.last_counts: dict = {}
         self.directory: dict[str, int | None] = {}
         self.next_heartbeat = None if not options.heartbeat else clock() + options.heartbeat
         self.next_rediscover = clock() + options.rediscover_every if options.all_personas else None
@@ -204,6 +205,7 @@ class Watcher:
         self.pull_all()
 
     def _check_alarms(self, counts: dict) -> None:
+        self.last_counts = counts
         # Mail for a persona this loop watches is being delivered, whatever the directory says of it.
         unread = {p: c.unread for p, c in counts.items() if self.targets.get(p.casefold(), None) is None
                   or self.targets[p.casefold()].name != p}
@@ -222,10 +224,15 @@ class Watcher:
     def _next_deadline(self) -> float | None:
         times = [t.retry_at for t in self.targets.values() if t.retry_at is not None]
         times += [x for x in (self.next_heartbeat, self.next_rediscover) if x is not None]
+        if self.opts.urgent_alerts:  # an urgent message becomes overdue without any new answer arriving
+            times += [since + self.opts.urgent_after for p, since in self.urgent_since.items()
+                      if p not in self.urgent.current]
         return min(times) if times else None
 
     def _run_timers(self) -> None:
         now = self.clock()
+        if self.opts.urgent_alerts and self.last_counts:
+            self._check_alarms(self.last_counts)
         for target in list(self.targets.values()):
             if target.retry_at is not None and target.retry_at <= now:
                 self.pull(target)

@@ -1,0 +1,333 @@
+"""`kijito-pull watch` against the sandbox over real HTTP, as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kijito_pull.sandbox import Sandbox
+from tests.clirunner import Cli
+from tests.watchrunner import WatchProc
+
+TOKEN = "watch-token-0b9d"
+
+
+@pytest.fixture
+def sb():
+    with Sandbox(token=TOKEN).start() as sandbox:
+        yield sandbox
+
+
+@pytest.fixture
+def cli(sb, tmp_path):
+    return Cli(sb.url, TOKEN, tmp_path / "state")
+
+
+@pytest.fixture
+def watches():
+    started: list[WatchProc] = []
+    yield started
+    for w in started:
+        w.kill()
+
+
+def start(watches, cli, *argv, **kw) -> WatchProc:
+    w = WatchProc(cli, *argv, **kw)
+    watches.append(w)
+    return w
+
+
+def notify_requests(sb):
+    return [r for r in sb.requests if r["path"] == "/api/notify/pending"]
+
+
+def test_a_message_sent_during_a_held_long_poll_produces_its_event(sb, cli, watches):
+    early = sb.send(to="P", sender="Q", content="waiting before start")
+    w = start(watches, cli, "--persona", "P")
+    assert w.new("waiting before start")["id"] == early
+    w.wait_for(lambda e: e["event"] == "armed")
+    time.sleep(0.5)  # the long-poll is now held
+    assert any(r["query"].get("wait") == "50" for r in notify_requests(sb))
+    sent_at = time.monotonic()
+    mid = sb.send(to="P", sender="Q", content="during the hold")
+    event = w.new("during the hold", timeout=5)
+    assert event["id"] == mid and time.monotonic() - sent_at < 2
+    assert event["event_id"] == f"P:new:{mid}"
+    assert w.stop() == 0
+
+
+def test_idle_watch_sends_only_long_polls(sb, cli, watches):
+    w = start(watches, cli, "--persona", "A", "--persona", "B", "--persona", "C")
+    w.wait_for(lambda e: e["event"] == "armed" and e["persona"] == "C")
+    sb.clear_requests()
+    mid = sb.send(to="B", sender="Q", content="only B has mail")
+    w.new("only B has mail")
+    time.sleep(0.3)
+    inbox = [r["query"]["persona"] for r in sb.requests if r["path"] == "/api/inbox"]
+    assert inbox == ["B"]  # one notify tick, fanned out only to the persona whose count rose
+    assert all(r["query"].get("mark_read") == "false" for r in sb.requests if r["path"] == "/api/inbox")
+    assert w.new_ids().count(mid) == 1
+
+
+def test_server_drops_long_poll_mid_run_and_delivery_continues_by_interval(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P", "--poll-seconds", "1")
+    w.wait_for(lambda e: e["event"] == "armed")
+    sb.add_fault({"kind": "mutate", "path": "/api/notify/pending", "delete": ["cursor"]})
+    sb.send(to="P", sender="Q", content="ends the hold")
+    w.new("ends the hold")
+    sb.send(to="P", sender="Q", content="found by interval polling")
+    w.new("found by interval polling", timeout=5)
+    sb.clear_faults()
+    sb.send(to="P", sender="Q", content="after long-poll returns")
+    w.new("after long-poll returns", timeout=5)
+    assert sorted(w.new_ids()) == w.new_ids() and len(set(w.new_ids())) == len(w.new_ids())
+
+
+def test_a_cursor_the_server_rejects_is_dropped(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P")
+    w.wait_for(lambda e: e["event"] == "armed")
+    time.sleep(0.3)
+    sb.add_fault({"kind": "status", "status": 400, "path": "/api/notify/pending", "times": 1})
+    sb.clear_requests()
+    sb.send(to="P", sender="Q", content="x")  # ends the held poll; the next one is rejected
+    w.new("x")
+    time.sleep(2.5)
+    after = notify_requests(sb)
+    rejected = [i for i, r in enumerate(after) if r["status"] == 400]
+    assert rejected, after
+    following = after[rejected[0] + 1:]
+    assert following and "cursor" not in following[0]["query"]
+
+
+def test_retry_after_is_honoured(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P")
+    w.wait_for(lambda e: e["event"] == "armed")
+    sb.add_fault({"kind": "status", "status": 503, "path": "/api/notify/pending",
+                  "headers": {"Retry-After": "2"}, "times": 1})
+    sb.send(to="P", sender="Q", content="x")
+    w.new("x")
+    time.sleep(3.5)
+    stamps = [r["ts"] for r in notify_requests(sb)]
+    statuses = [r["status"] for r in notify_requests(sb)]
+    i = statuses.index(503)
+    assert stamps[i + 1] - stamps[i] >= 1.9
+
+
+def test_inbox_only_outage_raises_down_and_recovered(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P", "--alert-after", "2", "--timeout", "1")
+    w.wait_for(lambda e: e["event"] == "armed")
+    sb.add_fault({"kind": "status", "status": 500, "path": "/api/inbox"})
+    sb.send(to="P", sender="Q", content="during the outage")
+    alert = w.wait_for(lambda e: e["event"] == "alert", timeout=20)
+    assert alert["persona"] == "P" and alert["consecutive_failures"] == 2 and "inbox" in alert["reason"]
+    sb.clear_faults()
+    w.new("during the outage", timeout=20)  # retried within seconds, not at a resync floor
+    recovered = w.wait_for(lambda e: e["event"] == "recovered", timeout=5)
+    assert recovered["persona"] == "P"
+    assert w.kinds().count("alert") == 1
+
+
+def test_a_persona_created_mid_run_gets_its_first_message(sb, cli, watches):
+    sb.add_persona("old", memory_count=2)
+    w = start(watches, cli)  # no persona named: all personas
+    w.wait_for(lambda e: e["event"] == "armed" and e["persona"] == "old")
+    mid = sb.send(to="newbie", sender="old", content="welcome aboard")
+    added = w.wait_for(lambda e: e["event"] == "persona_added", timeout=5)
+    assert added["persona"] == "newbie"
+    event = w.new("welcome aboard")
+    assert (event["persona"], event["id"]) == ("newbie", mid)
+
+
+def test_personas_flags_dedupe_case_insensitively_keeping_the_wire_case(sb, cli, watches):
+    sb.send(to="Loom", sender="Q", content="for Loom")
+    w = start(watches, cli, "--persona", "Loom", "--personas", "loom,river", "--persona", "LOOM")
+    w.new("for Loom")
+    w.drain(0.5)
+    armed = sorted(e["persona"] for e in w.events if e["event"] == "armed")
+    assert armed == ["Loom", "river"]
+
+
+def test_exec_consumer_failing_gets_the_same_message_again(sb, cli, watches, tmp_path):
+    log = tmp_path / "exec.log"
+    script = tmp_path / "consumer.sh"
+    script.write_text(
+        '#!/bin/sh\n'
+        '[ "$KIJITOMON_EVENT" = new ] || exit 0\n'
+        f'echo "$KIJITOMON_EVENT_ID $KIJITOMON_NONCE token=${{KIJITOMON_TOKEN:-none}}" >> {log}\n'
+        f'[ "$(grep -c "$KIJITOMON_EVENT_ID" {log})" -ge 2 ]\n')
+    script.chmod(0o755)
+    mid = sb.send(to="P", sender="Q", content="$(touch /tmp/kijito-pwned) `id`")
+    start(watches, cli, "--persona", "P", "--emit", "exec-per-event", "--exec", str(script))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 2):
+        time.sleep(0.1)
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and lines[0] == lines[1]  # same KIJITOMON_EVENT_ID and nonce, token not passed
+    assert lines[0].startswith(f"P:new:{mid} ") and lines[0].endswith("token=none")
+    assert not os.path.exists("/tmp/kijito-pwned")
+    time.sleep(1.5)
+    assert len(log.read_text().splitlines()) == 2  # acknowledged by exit 0: not delivered a third time
+
+
+def test_events_file_rotation_under_tail_loses_no_line(sb, cli, watches, tmp_path):
+    events = tmp_path / "events.ndjson"
+    w = start(watches, cli, "--persona", "P", "--events-file", str(events), "--max-bytes", "3000", "--keep-logs", "50")
+    deadline = time.monotonic() + 10
+    while not events.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tail = subprocess.Popen(["tail", "-F", "-n", "+1", str(events)], stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.DEVNULL)
+    try:
+        sent = [sb.send(to="P", sender="Q", content=f"line {i} " + "z" * 150) for i in range(60)]
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        while set(sent) - set(got) and time.monotonic() < deadline:
+            line = tail.stdout.readline()
+            event = json.loads(line)
+            if event["event"] == "new":
+                got.append(event["id"])
+        assert got == sent
+        assert len(list(tmp_path.glob("events.ndjson.*"))) >= 2  # it really rotated
+        assert oct(os.stat(events).st_mode & 0o777) == "0o600"
+    finally:
+        tail.kill()
+    assert w.stop() == 0
+
+
+def test_per_persona_events_files(sb, cli, watches, tmp_path):
+    template = str(tmp_path / "ev" / "{persona}.ndjson")
+    sb.send(to="a", sender="Q", content="to a")
+    sb.send(to="b", sender="Q", content="to b")
+    start(watches, cli, "--persona", "a", "--persona", "b", "--events-file-template", template)
+    deadline = time.monotonic() + 10
+    files = {}
+    while time.monotonic() < deadline:
+        files = {p.name: p.read_text() for p in (tmp_path / "ev").glob("*.ndjson")}
+        if sum(t.count('"event": "new"') for t in files.values()) >= 2:
+            break
+        time.sleep(0.1)
+    contents = {json.loads(line)["persona"]: json.loads(line).get("content")
+                for text in files.values() for line in text.splitlines() if '"new"' in line}
+    assert contents == {"a": "to a", "b": "to b"}
+    assert len(files) == 2
+
+
+def test_format_line_is_for_people(sb, cli, watches):
+    sb.send(to="P", sender="river", content="\x1b[2Jhello\nworld")
+    w = start(watches, cli, "--persona", "P", "--format", "line")
+    line = w.lines.get(timeout=10)
+    assert "river" in line and "hello" in line and "\x1b" not in line and line.count("\n") == 1
+
+
+def test_ack_stdin_protocol_holds_until_acknowledged(sb, cli, watches):
+    first = sb.send(to="P", sender="Q", content="one")
+    second = sb.send(to="P", sender="Q", content="two")
+    w = start(watches, cli, "--persona", "P", "--ack-stdin", stdin=True)
+    event = w.new("one")
+    time.sleep(0.5)
+    assert w.new_ids() == [first]  # the second waits for the first's acknowledgement
+    w.send_line({"nack": event["event_id"]})
+    time.sleep(0.3)
+    w.send_line({"sweep": True})
+    again = w.wait_for(lambda e: e["event"] == "new" and len(w.new_ids()) == 2, timeout=10)
+    assert again["id"] == first  # not taken: handed over again
+    w.send_line({"ack": again["event_id"]})
+    nxt = w.new("two")
+    w.send_line({"ack": nxt["event_id"]})
+    assert nxt["id"] == second
+    w.proc.stdin.close()  # the controller went away: watch ends by itself
+    assert w.proc.wait(10) == 0
+    assert cli("--once", "--json", "--persona", "P").new_ids == []
+
+
+def test_heartbeat_and_clean_signals(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P", "--heartbeat", "1")
+    beat = w.wait_for(lambda e: e["event"] == "heartbeat", timeout=5)
+    assert beat["wake_class"] == "liveness" and beat["persona"] == "P"
+    w.proc.send_signal(signal.SIGHUP)
+    sb.send(to="P", sender="Q", content="after hup")
+    w.new("after hup")
+    started = time.monotonic()
+    assert w.stop(signal.SIGINT) == 0 and time.monotonic() - started < 3
+
+
+def test_stranded_mail_alarm_and_its_own_silencer(sb, cli, watches):
+    sb.add_persona("Loom", memory_count=3)
+    sb.add_persona("river", memory_count=1)
+    w = start(watches, cli, "--persona", "river")
+    w.wait_for(lambda e: e["event"] == "armed")
+    sb.send(to="loom", sender="river", content="lost in a case variant")
+    alert = w.wait_for(lambda e: e["event"] == "alert" and "stranded" in e["reason"], timeout=5)
+    assert alert["stranded_inboxes"] == ["loom"] and "case variant of 'Loom'" in alert["reason"]
+    silenced = start(watches, Cli(sb.url, TOKEN, cli.state_dir.parent / "s2"), "--persona", "river",
+                     "--no-stranded-alerts", "--urgent-after", "1")
+    sb.send(to="loom", sender="river", content="urgent!", urgent=True)
+    urgent = silenced.wait_for(lambda e: e["event"] == "alert" and "urgent" in e["reason"], timeout=8)
+    assert urgent["urgent_inboxes"] == ["loom"]
+    assert not [e for e in silenced.events if e["event"] == "alert" and "stranded" in e["reason"]]
+
+
+def test_self_test_passes_and_fails_honestly(sb, cli, tmp_path):
+    ok = cli.run("watch", "--persona", "P", "--self-test")
+    assert ok.code == 0, ok.stderr
+    assert [e["event"] for e in ok.events] == ["heartbeat"] and ok.events[0]["self_test"] is True
+    bad_sink = cli.run("watch", "--persona", "P", "--self-test", "--emit", "exec-per-event", "--exec", "exit 3")
+    assert bad_sink.code == 1 and "sink" in bad_sink.stderr
+    sb.add_fault({"kind": "status", "status": 500, "path": "/api/inbox"})
+    down = cli.run("watch", "--persona", "P", "--self-test", "--timeout", "0.5")
+    assert down.code == 1 and "P:" in down.stderr
+
+
+def test_seed_at_sets_the_cursor(sb, cli, watches):
+    ids = [sb.send(to="P", sender="Q", content=f"m{i}") for i in range(4)]
+    w = start(watches, cli, "--persona", "P", "--seed-at", str(ids[1]))
+    assert w.new("m2")["id"] == ids[2]
+    w.new("m3")
+    w.drain(0.5)
+    assert w.new_ids() == ids[2:]
+    w.stop()
+    ahead = start(watches, Cli(sb.url, TOKEN, cli.state_dir.parent / "s3"), "--persona", "P", "--seed-at", "999")
+    event = ahead.wait_for(lambda e: e["event"] == "seed_ahead")
+    assert (event["seeded"], event["current_max"]) == (999, ids[-1])
+
+
+def test_watch_and_once_share_one_cursor(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P")
+    w.wait_for(lambda e: e["event"] == "armed")
+    mid = sb.send(to="P", sender="Q", content="exactly once")
+    w.new("exactly once")
+    assert cli("--once", "--json", "--persona", "P").new_ids == []
+    assert w.new_ids() == [mid]
+
+
+def test_watch_help_and_usage_errors(cli):
+    assert cli("watch", "--help").code == 0
+    assert cli("watch", "--persona", "P", "--emit", "exec-per-event").code == 2
+    assert cli("watch", "--persona", "P", "--events-file-template", "/tmp/no-placeholder").code == 2
+    assert cli("watch", "--persona", "../x").code == 2
+
+
+def test_supervision_templates_run_their_self_test(sb, cli, tmp_path):
+    supervision = pytest.importorskip("kijito_pull.supervision")
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o600)
+    argv = supervision.rendered_watch_argv(sys.executable + " -m kijito_pull", "P")
+    assert "P" in argv
+    unit = supervision.render_systemd(sys.executable + " -m kijito_pull")
+    assert TOKEN not in unit
+    # Run the rendered command (instance name substituted, paths pointed at this test) with --self-test.
+    concrete = [a.replace("%i", "P").replace("%h", str(tmp_path)) for a in argv]
+    if "--token-file" in concrete:
+        concrete[concrete.index("--token-file") + 1] = str(token_file)
+    concrete = [a for a in concrete if a]
+    env = {**cli.environ, "PYTHONPATH": str(os.getcwd())}
+    result = subprocess.run([*concrete, "--api-base", sb.url, "--self-test"], env=env, capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 0, (concrete, result.stderr)
