@@ -9,6 +9,11 @@ stdin before acknowledging the message and handing over the next:
     {"sweep": true}                       pull now (e.g. the agent just settled)
 
 Closing stdin ends watch. Malformed lines are reported on stderr and ignored.
+
+Each `new` event written in this mode also carries `text`: the message rendered for a model by
+`render.for_model` (facts, sanitized and quoted body, clipped with a marker and the command that
+reads the rest), so the controller hands the model exactly the framing every other entry point uses
+instead of re-implementing it, whatever `--content-chars` clipped `content` to (none with --no-content).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import threading
 import time
 from typing import IO
 
+from kijito_pull import render
 from kijito_pull.models import Message
 from kijito_pull.sinks import NdjsonSink
 
@@ -80,6 +86,8 @@ class AckSink(NdjsonSink):
         self.errors = errors
 
     def deliver(self, event: dict, message: Message) -> bool:
+        if message is not None and event.get("event") == "new" and "content" in event:  # not with --no-content
+            event = dict(event, text=render.for_model(event.get("persona") or "", [message]))
         if not super().deliver(event, message):
             return False
         wanted = event["event_id"]

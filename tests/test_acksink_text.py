@@ -1,0 +1,44 @@
+"""`watch --ack-stdin` puts the model rendering of each message on its `new` event (the pi extension
+hands that `text` to the model as is), and leaves every other event and mode alone."""
+
+from __future__ import annotations
+
+import io
+import json
+import queue
+
+from kijito_pull import render
+from kijito_pull.acksink import AckSink, StdinCommands
+from kijito_pull.events import EventFactory
+from kijito_pull.models import Message
+
+
+def _sink(out: io.StringIO, answer: str) -> AckSink:
+    commands = StdinCommands(io.StringIO(""), queue.Queue())
+    commands.acks.put(("ack", answer))
+    return AckSink(out, commands, timeout=1.0, errors=io.StringIO())
+
+
+def test_new_event_carries_text_rendered_for_a_model() -> None:
+    body = "hello \x1b]0;pwned\x07there\n" + "x" * 5000
+    message = Message(id=41, sender="loom", content=body, created="2026-01-01T00:00:00Z", read=False)
+    event = EventFactory().new("river", message, content_chars=220)
+    out = io.StringIO()
+    assert _sink(out, event["event_id"]).deliver(event, message) is True
+    line = json.loads(out.getvalue())
+    assert line["text"] == render.for_model("river", [message])
+    assert "\x1b" not in line["text"] and "kijito-pull show 41 --persona river" in line["text"]
+    assert len(line["content"]) == 220  # the raw, clipped field is unchanged
+    assert "text" not in event  # the caller's event is not mutated
+
+
+def test_no_text_without_content_or_for_signals() -> None:
+    message = Message(id=42, sender="loom", content="secret", created="2026-01-01T00:00:00Z", read=False)
+    factory = EventFactory()
+    event = factory.new("river", message, no_content=True)
+    out = io.StringIO()
+    assert _sink(out, event["event_id"]).deliver(event, message) is True
+    assert "text" not in json.loads(out.getvalue())
+    out = io.StringIO()
+    AckSink(out, StdinCommands(io.StringIO(""), queue.Queue())).signal(factory.signal("armed", "river"))
+    assert "text" not in json.loads(out.getvalue())
