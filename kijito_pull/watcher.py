@@ -60,7 +60,7 @@ class Target:
     retry_at: float | None = None
     refusals: int = 0
     hidden: alarms.SetAlarm = field(default_factory=lambda: alarms.SetAlarm(
-        "unread mail outside the newest window", "ids"))
+        "unread mail outside the newest window", "hidden_unread_inboxes"))
 
 
 class Watcher:

@@ -331,3 +331,40 @@ def test_supervision_templates_run_their_self_test(sb, cli, tmp_path):
     result = subprocess.run([*concrete, "--api-base", sb.url, "--self-test"], env=env, capture_output=True,
                             text=True, timeout=30)
     assert result.returncode == 0, (concrete, result.stderr)
+
+
+def test_one_personas_failure_is_contained_to_that_persona(sb, cli, watches):
+    w = start(watches, cli, "--persona", "A", "--persona", "B", "--alert-after", "1", "--timeout", "1")
+    w.wait_for(lambda e: e["event"] == "armed" and e["persona"] == "B")
+    sb.add_fault({"kind": "status", "status": 500, "path": "/api/inbox", "persona": "A"})
+    sb.send(to="A", sender="Q", content="for broken A")
+    sb.send(to="B", sender="Q", content="for healthy B")
+    assert w.new("for healthy B")["persona"] == "B"
+    alert = w.wait_for(lambda e: e["event"] == "alert", timeout=10)
+    assert alert["persona"] == "A"
+    sb.clear_faults()
+    assert w.new("for broken A", timeout=20)["persona"] == "A"
+
+
+def test_rediscovery_adopts_a_new_directory_persona(sb, cli, watches):
+    sb.add_persona("first", memory_count=1)
+    w = start(watches, cli, "--all-personas", "--rediscover-every", "1")
+    w.wait_for(lambda e: e["event"] == "armed" and e["persona"] == "first")
+    sb.add_persona("second", memory_count=1)
+    added = w.wait_for(lambda e: e["event"] == "persona_added", timeout=5)
+    assert added["persona"] == "second"
+    sb.send(to="second", sender="first", content="hello second")
+    assert w.new("hello second")["persona"] == "second"
+
+
+def test_content_options_and_suppressed_authors(sb, cli, watches):
+    sb.send(to="P", sender="bot", content="from the bot")
+    sb.send(to="P", sender="Q", content="abcdefghij" * 10)
+    w = start(watches, cli, "--persona", "P", "--content-chars", "12", "--suppress-author", "bot")
+    event = w.wait_for(lambda e: e["event"] == "new")
+    assert event["from"] == "Q" and event["content"] == "abcdefghijab"
+    w.stop()
+    sb.send(to="P", sender="Q", content="secret")
+    opaque = start(watches, cli, "--persona", "P", "--no-content")
+    event = opaque.wait_for(lambda e: e["event"] == "new")
+    assert "content" not in event and event["from"] == "Q"
