@@ -1,0 +1,279 @@
+"""Helpers for driving the pi extension (extensions/kijito-pull.ts) end to end: a Kijito sandbox the
+harness can reach, an opted-in project, a logging wrapper around the CLI, and ways to look at what
+pi and its watch child did. Used by tests/e2e/test_pi_e2e.py and bench/bench_pi_wake.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from kijito_pull.sandbox import Sandbox
+from tests.e2e import harness as h
+from tests.e2e.fakemodel import FakeModel, text_of
+
+EXTENSION = h.REPO_ROOT / "extensions" / "kijito-pull.ts"
+TOKEN = "pi-e2e-token"
+PERSONA = "river"
+STATUS_KEY = "kijito-pull"
+
+
+# ---------------------------------------------------------------------------------------------
+# The Kijito side
+# ---------------------------------------------------------------------------------------------
+def start_sandbox(ns: h.NetNS, **kwargs: Any) -> Sandbox:
+    """A started sandbox whose listening socket lives where the harness runs (the test namespace,
+    when there is one); the test process still drives it directly (``sb.send``, ``sb.requests``)."""
+    sb = Sandbox(token=TOKEN, **kwargs)
+    ns.call(sb.start)
+    return sb
+
+
+def real_cli() -> list[str]:
+    """The kijito-pull CLI of the interpreter running the tests (the repo's venv)."""
+    exe = Path(sys.executable).parent / "kijito-pull"
+    if exe.is_file() and os.access(exe, os.X_OK):
+        return [str(exe)]
+    return [sys.executable, "-m", "kijito_pull"]
+
+
+def cli_wrapper(directory: Path) -> tuple[Path, Path]:
+    """A ``kijito-pull`` wrapper that appends each invocation (pid and argv, never the environment)
+    to a log and then execs the real CLI. Returns (wrapper, log)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "invocations.log"
+    log.touch()
+    wrapper = directory / "kijito-pull"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s %s\\n" "$$" "$*" >> {shlex.quote(str(log))}\n'
+        f"exec {shlex.join(real_cli())} \"$@\"\n"
+    )
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def invocations(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if line.strip()]
+
+
+def opt_in(project: Path, persona: str = PERSONA) -> Path:
+    """Make ``project`` an opted-in repository (its own .git bounds the AGENTS.md search)."""
+    project.mkdir(parents=True, exist_ok=True)
+    (project / ".git").mkdir(exist_ok=True)
+    (project / "AGENTS.md").write_text(f"# Project\n\n- inbox monitor: raise on start\n- inbox persona: {persona}\n")
+    return project
+
+
+# ---------------------------------------------------------------------------------------------
+# A pi session with the extension
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class PiSession:
+    proc: h.HarnessProcess
+    model: FakeModel
+    log: Path
+
+    # -- RPC events ----------------------------------------------------------------------------
+    def ui_requests(self, method: str) -> list[dict]:
+        return [e for e in list(self.proc.events)
+                if e.get("type") == "extension_ui_request" and e.get("method") == method]
+
+    def wait_status(self, needle: str, timeout: float = 20.0) -> dict | None:
+        """The first setStatus of the extension whose text contains ``needle``."""
+        return self.proc.wait_for_event(
+            lambda e: e.get("type") == "extension_ui_request" and e.get("method") == "setStatus"
+            and e.get("statusKey") == STATUS_KEY and needle in str(e.get("statusText") or ""),
+            timeout=timeout)
+
+    def status_count(self, needle: str) -> int:
+        return sum(1 for e in self.ui_requests("setStatus")
+                   if e.get("statusKey") == STATUS_KEY and needle in str(e.get("statusText") or ""))
+
+    def output(self) -> str:
+        return self.proc.stdout_text() + "\n" + self.proc.stderr_text()
+
+    # -- the watch child -----------------------------------------------------------------------
+    def watch_pids(self) -> list[int]:
+        return watch_children(self.proc.proc.pid)
+
+    def wait_watch_pid(self, exclude: tuple[int, ...] = (), timeout: float = 15.0) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pids = [p for p in self.watch_pids() if p not in exclude]
+            if pids:
+                return pids[0]
+            time.sleep(0.05)
+        return None
+
+    # -- what reached the model ----------------------------------------------------------------
+    def requests_with(self, needle: str) -> list[dict]:
+        return [r for r in self.model.model_requests if needle in text_of(r)]
+
+    def diagnostics(self) -> str:
+        return (self.proc.diagnostics() + "\n--- CLI invocations\n" + self.log.read_text()
+                + f"\n--- model requests: {len(self.model.model_requests)}")
+
+
+def kijito_env(sb: Sandbox, state_dir: Path, wrapper: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {"KIJITO_BASE": sb.url, "KIJITOMON_TOKEN": TOKEN, "KIJITO_PULL_STATE_DIR": str(state_dir),
+           "KIJITO_PULL_BIN": str(wrapper)}
+    env.update(extra or {})
+    return env
+
+
+def start_pi_session(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Path, project: Path,
+                     state_dir: Path, name: str = "pi", mode: str = "rpc",
+                     extra_args: tuple[str, ...] = (), extensions: tuple[Path, ...] = (EXTENSION,),
+                     env: dict[str, str] | None = None) -> PiSession:
+    """pi (``mode`` rpc by default) in ``project`` with the extension, a private HOME under ``root``,
+    reaching ``model`` and ``sb``; the CLI runs through a logging wrapper."""
+    home = root / f"{name}-home"
+    wrapper, log = cli_wrapper(root / f"{name}-bin")
+    proc = h.start_pi(harness, base_url=model.url, home=home, cwd=project, extensions=extensions,
+                      mode=mode, extra_args=extra_args,
+                      env=kijito_env(sb, state_dir, wrapper, env))
+    proc.name = f"{harness.name}:{name}"
+    return PiSession(proc, model, log)
+
+
+def start_installed_session(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Path, project: Path,
+                            state_dir: Path, name: str = "installed") -> PiSession:
+    """pi in RPC mode with no ``-e``: the repo was added with ``pi install <repo>`` (its package.json
+    "pi" block) into a fresh agent dir seeded for the fake model."""
+    home = root / f"{name}-home"
+    home.mkdir(parents=True, exist_ok=True)
+    agent = h.write_pi_agent_dir(home / ".pi" / "agent", model.url)
+    wrapper, log = cli_wrapper(root / f"{name}-bin")
+    env = h.pi_env(home, agent, kijito_env(sb, state_dir, wrapper))
+    installed = h.HarnessProcess(harness.cmd("install", str(h.REPO_ROOT)), env=env, cwd=project,
+                                 stdin_pipe=False, name=f"{harness.name}:install")
+    rc = installed.wait(timeout=60)
+    assert rc == 0, installed.diagnostics()
+    installed.kill()
+    argv = h.netns().wrap(h.pi_argv(harness, mode="rpc"))
+    proc = h.HarnessProcess(argv, env=env, cwd=project, name=f"{harness.name}:{name}")
+    return PiSession(proc, model, log)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+# ---------------------------------------------------------------------------------------------
+def _proc_stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, pgid) of a live process, or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[1]), int(fields[2])
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def descendants(root: int) -> list[int]:
+    """Live processes below ``root`` (children, grandchildren, ...)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _proc_stat(int(entry))
+            if stat:
+                parents[int(entry)] = stat[0]
+    out, frontier = [], {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier}
+        out.extend(sorted(frontier))
+    return out
+
+
+def watch_children(root: int) -> list[int]:
+    """The ``kijito-pull watch --ack-stdin`` processes below ``root``."""
+    return [pid for pid in descendants(root)
+            if "watch" in (cmd := _cmdline(pid)) and "--ack-stdin" in cmd]
+
+
+def alive(pid: int) -> bool:
+    return _proc_stat(pid) is not None
+
+
+def kill(pid: int, sig: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversations
+# ---------------------------------------------------------------------------------------------
+def user_texts(request: dict) -> list[str]:
+    """The text of each user-role message in a model request (Anthropic or OpenAI shape)."""
+    body = request.get("body") if isinstance(request.get("body"), dict) else {}
+    out = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out.append("\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict)))
+    return out
+
+
+def handed_over(sessions: list[PiSession], marker: str) -> int:
+    """How many times ``marker`` was handed to a model as a user message, over all sessions (each
+    session's latest request carries its whole conversation)."""
+    total = 0
+    for session in sessions:
+        requests = session.model.model_requests
+        if requests:
+            total += sum(1 for text in user_texts(requests[-1]) if marker in text)
+    return total
+
+
+@contextlib.contextmanager
+def slow_model(model: FakeModel, seconds: float) -> Iterator[None]:
+    """Make every model answer take ``seconds`` (a run in progress for that long)."""
+    saved = model.reply
+
+    def reply(request: dict) -> str:
+        time.sleep(seconds)
+        return saved(request) if callable(saved) else saved
+
+    model.reply = reply
+    try:
+        yield
+    finally:
+        model.reply = saved
+
+
+def rpc_events(session: PiSession, kind: str) -> list[dict]:
+    return [e for e in list(session.proc.events) if e.get("type") == kind]
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=1)[:3000]
