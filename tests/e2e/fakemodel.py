@@ -36,9 +36,7 @@ __all__ = ["FakeModel", "text_of", "MODEL_PATHS"]
 MODEL_PATHS = ("/v1/messages", "/v1/chat/completions")
 
 # Keys whose string values are metadata, not text the model reads.
-_NON_TEXT_KEYS = frozenset(
-    {"type", "id", "tool_use_id", "role", "cache_control", "signature", "media_type", "model"}
-)
+_NON_TEXT_KEYS = frozenset({"type", "id", "tool_use_id", "role", "cache_control", "signature", "media_type", "model"})
 
 Reply = Union[str, Callable[[dict], str]]
 
@@ -141,9 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
             except ValueError:
                 body = None
         path = self.path.split("?", 1)[0]
-        request = self.server.model._record(
-            self.command, path, self.path, dict(self.headers.items()), body, raw
-        )
+        request = self.server.model._record(self.command, path, self.path, dict(self.headers.items()), body, raw)
         if self.command == "POST" and path.endswith("/v1/messages/count_tokens"):
             self._json({"input_tokens": max(1, len(text_of(request)) // 4)})
         elif self.command == "POST" and path.endswith("/v1/messages"):
@@ -165,29 +161,61 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "fake-model")
         msg_id = "msg_fake_" + uuid.uuid4().hex[:20]
         in_tokens = max(1, len(text_of(request)) // 4)
-        usage = {"input_tokens": in_tokens, "output_tokens": max(1, len(text) // 4),
-                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        usage = {
+            "input_tokens": in_tokens,
+            "output_tokens": max(1, len(text) // 4),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
         if not body.get("stream"):
-            self._json({
-                "id": msg_id, "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn", "stop_sequence": None, "usage": usage,
-            })
+            self._json(
+                {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": usage,
+                }
+            )
             return
         events = [
-            ("message_start", {"type": "message_start", "message": {
-                "id": msg_id, "type": "message", "role": "assistant", "model": model,
-                "content": [], "stop_reason": None, "stop_sequence": None,
-                "usage": dict(usage, output_tokens=1)}}),
-            ("content_block_start", {"type": "content_block_start", "index": 0,
-                                     "content_block": {"type": "text", "text": ""}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": dict(usage, output_tokens=1),
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
             ("ping", {"type": "ping"}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": {"type": "text_delta", "text": text}}),
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+            ),
             ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            ("message_delta", {"type": "message_delta",
-                               "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                               "usage": {"output_tokens": usage["output_tokens"]}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
         ]
         sse = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
@@ -200,27 +228,40 @@ class _Handler(BaseHTTPRequestHandler):
         model = body.get("model", "fake-model")
         cid = "chatcmpl-fake" + uuid.uuid4().hex[:16]
         created = int(time.time())
-        usage = {"prompt_tokens": max(1, len(text_of(request)) // 4),
-                 "completion_tokens": max(1, len(text) // 4)}
+        usage = {"prompt_tokens": max(1, len(text_of(request)) // 4), "completion_tokens": max(1, len(text) // 4)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if not body.get("stream"):
-            self._json({
-                "id": cid, "object": "chat.completion", "created": created, "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
-                "usage": usage,
-            })
+            self._json(
+                {
+                    "id": cid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                    ],
+                    "usage": usage,
+                }
+            )
             return
 
         def chunk(delta: dict, finish: str | None, **extra: Any) -> str:
-            obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            obj = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
             return f"data: {json.dumps(obj)}\n\n"
 
-        sse = (chunk({"role": "assistant", "content": ""}, None)
-               + chunk({"content": text}, None)
-               + chunk({}, "stop", usage=usage)
-               + "data: [DONE]\n\n")
+        sse = (
+            chunk({"role": "assistant", "content": ""}, None)
+            + chunk({"content": text}, None)
+            + chunk({}, "stop", usage=usage)
+            + "data: [DONE]\n\n"
+        )
         self._send(200, sse.encode(), "text/event-stream; charset=utf-8")
 
 
@@ -234,8 +275,14 @@ class FakeModel:
     (see ``tests.e2e.harness.NetNS.listen``).
     """
 
-    def __init__(self, reply: Reply = "ok", *, port: int = 0, log_path: str | None = None,
-                 bind: Callable[[int], socket.socket] | None = None):
+    def __init__(
+        self,
+        reply: Reply = "ok",
+        *,
+        port: int = 0,
+        log_path: str | None = None,
+        bind: Callable[[int], socket.socket] | None = None,
+    ):
         self.reply = reply
         self.port = port
         self.log_path = log_path
@@ -258,8 +305,9 @@ class FakeModel:
             sock.listen(64)
         self._server = _Server(sock, self)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name=f"fakemodel:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name=f"fakemodel:{self.port}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -283,12 +331,16 @@ class FakeModel:
         return f"http://127.0.0.1:{self.port}"
 
     # -- recording -----------------------------------------------------------------------------
-    def _record(self, method: str, path: str, full_path: str, headers: dict, body: Any,
-                raw: bytes) -> dict:
+    def _record(self, method: str, path: str, full_path: str, headers: dict, body: Any, raw: bytes) -> dict:
         with self._cond:
             request = {
-                "index": len(self._requests), "time": time.time(), "method": method,
-                "path": path, "full_path": full_path, "headers": headers, "body": body,
+                "index": len(self._requests),
+                "time": time.time(),
+                "method": method,
+                "path": path,
+                "full_path": full_path,
+                "headers": headers,
+                "body": body,
             }
             if body is None and raw:
                 request["raw"] = raw.decode("utf-8", "replace")
@@ -313,8 +365,7 @@ class FakeModel:
         """Only the requests that asked for a completion (``/v1/messages``, chat completions)."""
         return [r for r in self.requests if r["method"] == "POST" and r["path"].endswith(MODEL_PATHS)]
 
-    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 10.0,
-                 start: int = 0) -> dict | None:
+    def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 10.0, start: int = 0) -> dict | None:
         """The first request (from index ``start`` on) matching ``predicate``, waiting up to
         ``timeout`` seconds for one to arrive; ``None`` on timeout."""
         deadline = time.monotonic() + timeout
@@ -330,9 +381,7 @@ class FakeModel:
 
     def wait_for_text(self, needle: str, timeout: float = 10.0, start: int = 0) -> dict | None:
         """The first model request whose text contains ``needle``."""
-        return self.wait_for(
-            lambda r: r["path"].endswith(MODEL_PATHS) and needle in text_of(r), timeout, start
-        )
+        return self.wait_for(lambda r: r["path"].endswith(MODEL_PATHS) and needle in text_of(r), timeout, start)
 
     @staticmethod
     def text_of(request: dict) -> str:

@@ -157,7 +157,9 @@ class NetNS:
             raise OSError("unshare/nsenter not found")
         holder = subprocess.Popen(
             [unshare, "-n", "--", sys.executable, "-c", _LO_UP_SCRIPT],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         line = holder.stdout.readline() if holder.stdout else b""
@@ -243,8 +245,7 @@ def _probe(ns: NetNS) -> None:
             "import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1])), 3);"
             "s.sendall(b'x'); s.close()"
         )
-        proc = subprocess.run(ns.wrap([sys.executable, "-c", code, str(port)]),
-                              capture_output=True, timeout=15)
+        proc = subprocess.run(ns.wrap([sys.executable, "-c", code, str(port)]), capture_output=True, timeout=15)
         if proc.returncode != 0:
             raise OSError(f"probe client failed: {proc.stderr.decode(errors='replace')[-300:]}")
         sock.settimeout(5)
@@ -277,6 +278,46 @@ def netns() -> NetNS:
 _LIVE: set[HarnessProcess] = set()
 _LIVE_LOCK = threading.Lock()
 
+# Every process we start carries TAG_ENV=<unique tag> in its environment, and so do its
+# descendants (harnesses pass their environment on to hooks, monitors and extensions' children).
+# That finds the ones that escape the process group (Claude runs hooks in their own groups, and
+# an async hook outlives an interactive session that exits: see docs/dev/harness-findings.md).
+TAG_ENV = "KIJITO_PULL_E2E_TAG"
+_TAG_COUNTER = iter(range(1, 1 << 62))
+
+
+def new_tag() -> str:
+    return f"{os.getpid()}-{next(_TAG_COUNTER)}-{os.urandom(4).hex()}"
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live processes whose environment carries ``TAG_ENV=tag`` (zombies and unreadable ones are
+    skipped)."""
+    needle = f"{TAG_ENV}={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def sweep_tagged(tag: str, rounds: int = 3) -> None:
+    """SIGKILL every process carrying ``tag`` (a few rounds, for ones forked meanwhile)."""
+    for _ in range(rounds):
+        pids = tagged_pids(tag)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
 
 def _kill_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
     if proc.poll() is None:
@@ -297,18 +338,30 @@ class HarnessProcess:
     """A harness child in its own process group. stdout is read line by line on a thread
     (``lines``; JSON lines also parsed into ``events``); stderr is kept in ``stderr_text()``."""
 
-    def __init__(self, argv: Sequence[str], *, env: dict[str, str], cwd: os.PathLike | str,
-                 stdin_pipe: bool = True, name: str = "harness"):
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str],
+        cwd: os.PathLike | str,
+        stdin_pipe: bool = True,
+        name: str = "harness",
+    ):
         self.argv = list(argv)
         self.name = name
         self._stderr_file = tempfile.TemporaryFile()
         self.lines: list[str] = []
         self.events: list[dict] = []
         self._cond = threading.Condition()
+        self.tag = new_tag()
         self.proc = subprocess.Popen(
-            self.argv, env=env, cwd=str(cwd),
+            self.argv,
+            env={**env, TAG_ENV: self.tag},
+            cwd=str(cwd),
             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=self._stderr_file, start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_file,
+            start_new_session=True,
         )
         with _LIVE_LOCK:
             _LIVE.add(self)
@@ -366,9 +419,11 @@ class HarnessProcess:
 
     def diagnostics(self, limit: int = 4000) -> str:
         """Tail of stdout and stderr, for assertion messages."""
-        return (f"--- {self.name} rc={self.proc.poll()} argv={self.argv}\n"
-                f"--- stdout (tail)\n{self.stdout_text()[-limit:]}\n"
-                f"--- stderr (tail)\n{self.stderr_text()[-limit:]}")
+        return (
+            f"--- {self.name} rc={self.proc.poll()} argv={self.argv}\n"
+            f"--- stdout (tail)\n{self.stdout_text()[-limit:]}\n"
+            f"--- stderr (tail)\n{self.stderr_text()[-limit:]}"
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
     def wait(self, timeout: float) -> int:
@@ -377,8 +432,10 @@ class HarnessProcess:
         return rc
 
     def kill(self) -> None:
+        """End the process, its group and every descendant that carries its tag."""
         self.close_stdin()
         _kill_group(self.proc)
+        sweep_tagged(self.tag)
         self._reader.join(timeout=5)
         with _LIVE_LOCK:
             _LIVE.discard(self)
@@ -415,21 +472,24 @@ def base_env(home: os.PathLike | str, extra: dict[str, str] | None = None) -> di
     return env
 
 
-def claude_env(home: os.PathLike | str, base_url: str, extra: dict[str, str] | None = None, *,
-               feature_flags: bool = False) -> dict[str, str]:
+def claude_env(
+    home: os.PathLike | str, base_url: str, extra: dict[str, str] | None = None, *, feature_flags: bool = False
+) -> dict[str, str]:
     """Offline Claude Code environment. ``feature_flags=True`` drops ``DISABLE_TELEMETRY`` and
     ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`` so that Claude reads the feature flags cached in
     ``$HOME/.claude.json`` (``seed_claude_json(features=...)``); Claude then tries to reach its
     vendor, so this is only allowed inside the loopback-only namespace."""
     env = base_env(home)
-    env.update({
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": "dummy",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-    })
+    env.update(
+        {
+            "ANTHROPIC_BASE_URL": base_url,
+            "ANTHROPIC_API_KEY": "dummy",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+    )
     if feature_flags:
         if not netns().active:
             raise RuntimeError("feature_flags=True needs the loopback-only network namespace")
@@ -444,8 +504,12 @@ def claude_env(home: os.PathLike | str, base_url: str, extra: dict[str, str] | N
 MONITOR_FLAG = "tengu_amber_sentinel"
 
 
-def seed_claude_json(home: os.PathLike | str, cwd: os.PathLike | str | None = None,
-                     api_key: str = "dummy", features: dict[str, Any] | None = None) -> Path:
+def seed_claude_json(
+    home: os.PathLike | str,
+    cwd: os.PathLike | str | None = None,
+    api_key: str = "dummy",
+    features: dict[str, Any] | None = None,
+) -> Path:
     """Write ``$HOME/.claude.json``: onboarding done, ``api_key`` approved, the trust dialog
     accepted for ``cwd`` (the interactive TUI exits trying to reach its vendor without these), and
     optionally cached feature flags (honoured only with ``claude_env(feature_flags=True)``)."""
@@ -474,19 +538,32 @@ def claude_argv(harness: Harness, *args: str, plugin_dirs: Iterable[os.PathLike 
     return argv
 
 
-def _claude_prepare(home: os.PathLike | str, cwd: os.PathLike | str, base_url: str,
-                    env: dict[str, str] | None, features: dict[str, Any] | None) -> dict[str, str]:
+def _claude_prepare(
+    home: os.PathLike | str,
+    cwd: os.PathLike | str,
+    base_url: str,
+    env: dict[str, str] | None,
+    features: dict[str, Any] | None,
+) -> dict[str, str]:
     Path(home).mkdir(parents=True, exist_ok=True)
     if features:
         seed_claude_json(home, cwd, features=features)
     return claude_env(home, base_url, env, feature_flags=bool(features))
 
 
-def run_claude_p(harness: Harness, prompt: str, *, base_url: str, home: os.PathLike | str,
-                 cwd: os.PathLike | str, plugin_dirs: Iterable[os.PathLike | str] = (),
-                 extra_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                 features: dict[str, Any] | None = None,
-                 timeout: float = 45.0) -> subprocess.CompletedProcess:
+def run_claude_p(
+    harness: Harness,
+    prompt: str,
+    *,
+    base_url: str,
+    home: os.PathLike | str,
+    cwd: os.PathLike | str,
+    plugin_dirs: Iterable[os.PathLike | str] = (),
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    features: dict[str, Any] | None = None,
+    timeout: float = 45.0,
+) -> subprocess.CompletedProcess:
     """``claude -p PROMPT`` offline; returns the completed process (text output). Kills the whole
     process group on timeout and re-raises ``subprocess.TimeoutExpired`` (its ``output`` holds
     diagnostics). ``features``: cached feature flags to turn on (see ``claude_env``)."""
@@ -504,17 +581,34 @@ def run_claude_p(harness: Harness, prompt: str, *, base_url: str, home: os.PathL
     return subprocess.CompletedProcess(argv, rc, out, err)
 
 
-def start_claude_stream_json(harness: Harness, *, base_url: str, home: os.PathLike | str,
-                             cwd: os.PathLike | str, plugin_dirs: Iterable[os.PathLike | str] = (),
-                             extra_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                             features: dict[str, Any] | None = None) -> HarnessProcess:
+def start_claude_stream_json(
+    harness: Harness,
+    *,
+    base_url: str,
+    home: os.PathLike | str,
+    cwd: os.PathLike | str,
+    plugin_dirs: Iterable[os.PathLike | str] = (),
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    features: dict[str, Any] | None = None,
+) -> HarnessProcess:
     """``claude -p --input-format stream-json --output-format stream-json --verbose`` with stdin
     held open (the headless mode in which asyncRewake wakes land). Send turns with
     ``proc.send(claude_user_message(text))``; output events land in ``proc.events``."""
     full_env = _claude_prepare(home, cwd, base_url, env, features)
-    argv = netns().wrap(claude_argv(
-        harness, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
-        "--verbose", *extra_args, plugin_dirs=plugin_dirs))
+    argv = netns().wrap(
+        claude_argv(
+            harness,
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            *extra_args,
+            plugin_dirs=plugin_dirs,
+        )
+    )
     return HarnessProcess(argv, env=full_env, cwd=cwd, name="claude-stream")
 
 
@@ -528,8 +622,9 @@ def claude_user_message(text: str) -> dict:
 class Tmux:
     """A private tmux server (own socket) running one command in a detached session."""
 
-    def __init__(self, argv: Sequence[str], *, env: dict[str, str], cwd: os.PathLike | str,
-                 width: int = 200, height: int = 50):
+    def __init__(
+        self, argv: Sequence[str], *, env: dict[str, str], cwd: os.PathLike | str, width: int = 200, height: int = 50
+    ):
         tmux = shutil.which("tmux")
         if not tmux:
             raise FileNotFoundError("tmux not found")
@@ -538,12 +633,30 @@ class Tmux:
         self.socket = os.path.join(self._dir, "sock")
         self.session = "e2e"
         # `env -i` + explicit env: the tmux server would otherwise hand its own env to the pane.
+        self.tag = new_tag()
+        env = {**env, TAG_ENV: self.tag}
         env_args = [f"{k}={v}" for k, v in env.items()]
         command = ["env", "-i", *env_args, *argv]
         subprocess.run(
-            [tmux, "-S", self.socket, "new-session", "-d", "-s", self.session, "-x", str(width),
-             "-y", str(height), "-c", str(cwd), shlex.join(command)],
-            check=True, env={**env, "TMUX": ""}, timeout=15,
+            [
+                tmux,
+                "-S",
+                self.socket,
+                "new-session",
+                "-d",
+                "-s",
+                self.session,
+                "-x",
+                str(width),
+                "-y",
+                str(height),
+                "-c",
+                str(cwd),
+                shlex.join(command),
+            ],
+            check=True,
+            env={**env, "TMUX": ""},
+            timeout=15,
         )
         self.server_pid = int(self._tmux("display-message", "-p", "#{pid}").strip())
         self.pane_pid = int(self._tmux("display-message", "-p", "-t", self.session, "#{pane_pid}").strip())
@@ -551,8 +664,7 @@ class Tmux:
             _TMUX.add(self)
 
     def _tmux(self, *args: str) -> str:
-        return subprocess.run([self.tmux, "-S", self.socket, *args], capture_output=True,
-                              text=True, timeout=15).stdout
+        return subprocess.run([self.tmux, "-S", self.socket, *args], capture_output=True, text=True, timeout=15).stdout
 
     def send_keys(self, *keys: str, literal: bool = False) -> None:
         self._tmux("send-keys", "-t", self.session, *(["-l"] if literal else []), *keys)
@@ -575,12 +687,12 @@ class Tmux:
         return False
 
     def kill(self) -> None:
+        """End the pane's command, the tmux server and every descendant that carries the tag."""
         with contextlib.suppress(Exception):
             os.killpg(os.getpgid(self.pane_pid), signal.SIGKILL)
         with contextlib.suppress(Exception):
             self._tmux("kill-server")
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.server_pid, signal.SIGKILL)
+        sweep_tagged(self.tag)  # the server and the pane were started with the tag too
         shutil.rmtree(self._dir, ignore_errors=True)
         with _LIVE_LOCK:
             _TMUX.discard(self)
@@ -595,10 +707,17 @@ class Tmux:
 _TMUX: set[Tmux] = set()
 
 
-def start_claude_tui(harness: Harness, *, base_url: str, home: os.PathLike | str,
-                     cwd: os.PathLike | str, plugin_dirs: Iterable[os.PathLike | str] = (),
-                     extra_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                     features: dict[str, Any] | None = None) -> Tmux:
+def start_claude_tui(
+    harness: Harness,
+    *,
+    base_url: str,
+    home: os.PathLike | str,
+    cwd: os.PathLike | str,
+    plugin_dirs: Iterable[os.PathLike | str] = (),
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    features: dict[str, Any] | None = None,
+) -> Tmux:
     """Interactive Claude Code under tmux (``$HOME/.claude.json`` seeded first). The prompt is
     ready when ``tmux.wait_for_screen("for shortcuts")``; type with ``tmux.type("text")``.
     ``features={MONITOR_FLAG: True}`` turns plugin monitors and the Monitor tool on."""
@@ -619,33 +738,49 @@ def kill_all_tmux() -> None:
 # ---------------------------------------------------------------------------------------------
 # pi
 # ---------------------------------------------------------------------------------------------
-def write_pi_agent_dir(agent_dir: os.PathLike | str, base_url: str, *,
-                       api: str = "anthropic-messages", model: str = "fake-model") -> Path:
+def write_pi_agent_dir(
+    agent_dir: os.PathLike | str, base_url: str, *, api: str = "anthropic-messages", model: str = "fake-model"
+) -> Path:
     """``models.json`` (a ``fake`` provider at ``base_url``) and ``settings.json`` (default to it)."""
     agent = Path(agent_dir)
     agent.mkdir(parents=True, exist_ok=True)
-    models = {"providers": {"fake": {
-        "baseUrl": base_url, "api": api, "apiKey": "dummy",
-        "models": [{"id": model, "reasoning": False, "input": ["text"],
-                    "contextWindow": 200000, "maxTokens": 4096}],
-    }}}
+    models = {
+        "providers": {
+            "fake": {
+                "baseUrl": base_url,
+                "api": api,
+                "apiKey": "dummy",
+                "models": [
+                    {"id": model, "reasoning": False, "input": ["text"], "contextWindow": 200000, "maxTokens": 4096}
+                ],
+            }
+        }
+    }
     (agent / "models.json").write_text(json.dumps(models, indent=2))
     (agent / "settings.json").write_text(json.dumps({"defaultProvider": "fake", "defaultModel": model}))
     return agent
 
 
-def pi_env(home: os.PathLike | str, agent_dir: os.PathLike | str,
-           extra: dict[str, str] | None = None) -> dict[str, str]:
+def pi_env(
+    home: os.PathLike | str, agent_dir: os.PathLike | str, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     env = base_env(home)
-    env.update({"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1",
-                "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"})
+    env.update(
+        {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}
+    )
     if extra:
         env.update(extra)
     return env
 
 
-def pi_argv(harness: Harness, *, mode: str = "rpc", extensions: Iterable[os.PathLike | str] = (),
-            no_session: bool = True, extra_args: Sequence[str] = ()) -> list[str]:
+def pi_argv(
+    harness: Harness,
+    *,
+    mode: str = "rpc",
+    extensions: Iterable[os.PathLike | str] = (),
+    no_session: bool = True,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
     argv = harness.cmd("--mode", mode) if mode != "print" else harness.cmd("-p")
     if no_session:
         argv.append("--no-session")
@@ -654,10 +789,19 @@ def pi_argv(harness: Harness, *, mode: str = "rpc", extensions: Iterable[os.Path
     return argv + list(extra_args)
 
 
-def start_pi(harness: Harness, *, base_url: str, home: os.PathLike | str, cwd: os.PathLike | str,
-             extensions: Iterable[os.PathLike | str] = (), mode: str = "rpc",
-             agent_dir: os.PathLike | str | None = None, extra_args: Sequence[str] = (),
-             env: dict[str, str] | None = None, stdin_pipe: bool | None = None) -> HarnessProcess:
+def start_pi(
+    harness: Harness,
+    *,
+    base_url: str,
+    home: os.PathLike | str,
+    cwd: os.PathLike | str,
+    extensions: Iterable[os.PathLike | str] = (),
+    mode: str = "rpc",
+    agent_dir: os.PathLike | str | None = None,
+    extra_args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    stdin_pipe: bool | None = None,
+) -> HarnessProcess:
     """pi (``harness`` = pi073 or pi1) in ``--mode rpc`` (default), ``json`` or ``print`` with
     ``-e`` extensions, its agent dir seeded for the fake model. RPC commands go to stdin as JSON
     lines, e.g. ``proc.send({"type": "prompt", "message": "hi"})``; events arrive in
@@ -669,5 +813,4 @@ def start_pi(harness: Harness, *, base_url: str, home: os.PathLike | str, cwd: o
     argv = netns().wrap(pi_argv(harness, mode=mode, extensions=extensions, extra_args=extra_args))
     if stdin_pipe is None:
         stdin_pipe = mode == "rpc"
-    return HarnessProcess(argv, env=pi_env(home, agent, env), cwd=cwd, stdin_pipe=stdin_pipe,
-                          name=harness.name)
+    return HarnessProcess(argv, env=pi_env(home, agent, env), cwd=cwd, stdin_pipe=stdin_pipe, name=harness.name)

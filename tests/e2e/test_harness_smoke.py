@@ -35,13 +35,33 @@ def test_fake_model_answers_every_shape(tmp_path: Path) -> None:
     with FakeModel(log_path=str(log)) as fm:
         assert _call(fm, "HEAD", "/") == (200, "")
         assert _call(fm, "GET", "/anything") == (200, "{}")
-        status, text = _call(fm, "POST", "/v1/messages", {
-            "model": "m", "system": [{"type": "text", "text": "SYS-1"}],
-            "messages": [{"role": "user", "content": "hello"}]})
+        status, text = _call(
+            fm,
+            "POST",
+            "/v1/messages",
+            {
+                "model": "m",
+                "system": [{"type": "text", "text": "SYS-1"}],
+                "messages": [{"role": "user", "content": "hello"}],
+            },
+        )
         assert status == 200 and json.loads(text)["content"] == [{"type": "text", "text": "ok"}]
-        status, text = _call(fm, "POST", "/v1/messages", {
-            "stream": True, "messages": [{"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "TR-2"}]}]}]})
+        status, text = _call(
+            fm,
+            "POST",
+            "/v1/messages",
+            {
+                "stream": True,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "TR-2"}]}
+                        ],
+                    }
+                ],
+            },
+        )
         assert status == 200 and "event: message_stop" in text and '"end_turn"' in text
         assert json.loads(_call(fm, "POST", "/v1/messages/count_tokens", {"messages": []})[1])["input_tokens"] >= 1
         status, text = _call(fm, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
@@ -75,9 +95,11 @@ def make_claude_plugin(root: Path, marker: str) -> Path:
     (root / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "e2e-smoke"}))
     (root / "hooks").mkdir()
     output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": marker}}
-    hooks = {"hooks": {"SessionStart": [{"hooks": [
-        {"type": "command", "command": "echo " + shlex.quote(json.dumps(output))}
-    ]}]}}
+    hooks = {
+        "hooks": {
+            "SessionStart": [{"hooks": [{"type": "command", "command": "echo " + shlex.quote(json.dumps(output))}]}]
+        }
+    }
     (root / "hooks" / "hooks.json").write_text(json.dumps(hooks))
     return root
 
@@ -87,8 +109,15 @@ def test_claude_p_reaches_fake_model_with_session_start_context(
     claude_harness: h.Harness, fake_model: FakeModel, e2e_home: Path, e2e_workdir: Path, tmp_path: Path
 ) -> None:
     plugin = make_claude_plugin(tmp_path / "plugin", "MARKER-123")
-    result = h.run_claude_p(claude_harness, "say hi", base_url=fake_model.url, home=e2e_home,
-                            cwd=e2e_workdir, plugin_dirs=[plugin], timeout=45)
+    result = h.run_claude_p(
+        claude_harness,
+        "say hi",
+        base_url=fake_model.url,
+        home=e2e_home,
+        cwd=e2e_workdir,
+        plugin_dirs=[plugin],
+        timeout=45,
+    )
     diag = f"rc={result.returncode}\nstdout={result.stdout[-2000:]}\nstderr={result.stderr[-2000:]}"
     assert result.returncode == 0, diag
     first = fake_model.wait_for(lambda r: r["path"].endswith("/v1/messages"), timeout=5)
@@ -103,14 +132,15 @@ def test_claude_tui_under_tmux_reaches_fake_model(
     claude_harness: h.Harness, fake_model: FakeModel, e2e_home: Path, e2e_workdir: Path, tmp_path: Path
 ) -> None:
     plugin = make_claude_plugin(tmp_path / "plugin", "MARKER-TUI")
-    with h.start_claude_tui(claude_harness, base_url=fake_model.url, home=e2e_home,
-                            cwd=e2e_workdir, plugin_dirs=[plugin]) as tui:
+    with h.start_claude_tui(
+        claude_harness, base_url=fake_model.url, home=e2e_home, cwd=e2e_workdir, plugin_dirs=[plugin]
+    ) as tui:
         assert tui.wait_for_screen("for shortcuts", timeout=30), tui.capture()
         tui.type("say hi from tmux")
         # The TUI also asks the model for a session title; look for the conversation request.
         request = fake_model.wait_for(
-            lambda r: "say hi from tmux" in fake_model.text_of(r) and "MARKER-TUI" in fake_model.text_of(r),
-            timeout=20)
+            lambda r: "say hi from tmux" in fake_model.text_of(r) and "MARKER-TUI" in fake_model.text_of(r), timeout=20
+        )
         assert request is not None, tui.capture()
 
 
@@ -134,8 +164,7 @@ def test_pi_rpc_extension_wakes_idle_agent(
 ) -> None:
     ext = tmp_path / "wake.ts"
     ext.write_text(PI_WAKE_EXTENSION)
-    with h.start_pi(pi_harness, base_url=fake_model.url, home=e2e_home, cwd=e2e_workdir,
-                    extensions=[ext]) as proc:
+    with h.start_pi(pi_harness, base_url=fake_model.url, home=e2e_home, cwd=e2e_workdir, extensions=[ext]) as proc:
         # No prompt is ever sent: only the extension can have caused this request.
         request = fake_model.wait_for_text("MARKER-456", timeout=20)
         assert request is not None, "pi never asked the model about MARKER-456\n" + proc.diagnostics()
