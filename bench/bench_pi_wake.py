@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Wake latency of the pi extension: from `kijito-pull send` to the model request, RPC mode, idle agent.
+
+For each pi line installed under .harness/ (0.73.x on the system node, 1.x on Node 22), one real pi
+runs `--mode rpc` with extensions/kijito-pull.ts in an opted-in project, offline: the fake model
+server and the Kijito sandbox listen inside the tests' loopback-only network namespace (see
+tests/e2e/harness.py). No prompt is ever sent. After the extension reports its watch child armed,
+N messages are sent one at a time with `kijito-pull send` (a real CLI subprocess, run inside the
+namespace); after each the run is awaited (`agent_end`) and the agent left idle for a moment, so
+every message wakes an idle agent.
+
+Two latencies per message, both ending when the fake model receives the request that contains it:
+
+    from send accepted   the sandbox logged the POST /api/send (server side; CLI start-up excluded)
+    from send invoked    just before the `kijito-pull send` subprocess was started (what a user sees)
+
+    .venv/bin/python bench/bench_pi_wake.py                 # 30 messages per line
+    .venv/bin/python bench/bench_pi_wake.py -n 10 --lines pi1
+
+Acceptance: every message reaches a model request within 3 s of the send.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.e2e import harness as h  # noqa: E402
+from tests.e2e import pi_helpers as ph  # noqa: E402
+from tests.e2e.fakemodel import FakeModel  # noqa: E402
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def agent_ends(session: ph.PiSession) -> int:
+    return sum(1 for e in list(session.proc.events) if e.get("type") == "agent_end")
+
+
+def measure(line: str, count: int, idle_gap: float) -> dict:
+    harness = h.find_harness(line)
+    if harness is None:
+        raise SystemExit(f"{line} is not installed (run scripts/install-harnesses)")
+    ns = h.netns()
+    root = Path(tempfile.mkdtemp(prefix=f"bench-pi-{line}-"))
+    model = FakeModel(bind=ns.listen, log_path=str(root / "model.jsonl")).start()
+    sb = ph.start_sandbox(ns)
+    sb.add_persona(ph.PERSONA)
+    sb.add_persona("loom")
+    project = ph.opt_in(root / "project")
+    session = ph.start_pi_session(harness, sb=sb, model=model, root=root, project=project,
+                                  state_dir=root / "state")
+    env = h.base_env(root / "cli-home", ph.kijito_env(sb, root / "state", Path(ph.real_cli()[0])))
+    accepted: list[float] = []
+    invoked: list[float] = []
+    try:
+        if session.wait_status("watching", 30) is None:
+            raise SystemExit(f"{line}: the extension never armed\n{session.diagnostics()}")
+        time.sleep(idle_gap)
+        for i in range(count):
+            marker = f"BENCH-{line}-{i:03d}"
+            ends = agent_ends(session)
+            sb.clear_requests()
+            t_invoked = time.time()
+            subprocess.run(ns.wrap([*ph.real_cli(), "send", "--to", ph.PERSONA, "--from", "loom", marker]),
+                           env=env, check=True, capture_output=True, timeout=30)
+            request = model.wait_for_text(marker, timeout=15)
+            if request is None:
+                raise SystemExit(f"{line}: {marker} never reached the model\n{session.diagnostics()}")
+            sends = [r for r in sb.requests if r["path"] == "/api/send"]
+            accepted.append(request["time"] - sends[0]["ts"])
+            invoked.append(request["time"] - t_invoked)
+            ph.wait_until(lambda e=ends: agent_ends(session) > e, 15)
+            time.sleep(idle_gap)
+        handed = {i: ph.handed_over([session], f"BENCH-{line}-{i:03d}") for i in range(count)}
+    finally:
+        session.proc.kill()
+        sb.stop()
+        model.stop()
+    return {"line": line, "version": harness.version, "accepted": accepted, "invoked": invoked,
+            "duplicates": sum(1 for n in handed.values() if n != 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-n", "--count", type=int, default=30, help="messages per pi line (default 30)")
+    parser.add_argument("--lines", default="pi073,pi1", help="comma-separated: pi073, pi1")
+    parser.add_argument("--idle-gap", type=float, default=0.5, help="seconds idle before each send (0.5)")
+    args = parser.parse_args()
+    results = [measure(line.strip(), args.count, args.idle_gap) for line in args.lines.split(",") if line.strip()]
+    ms = lambda v: f"{v * 1000:.0f}"  # noqa: E731
+    print(f"pi wake latency, {datetime.date.today()}, {platform.machine()}, Python {platform.python_version()}, "
+          f"netns {'on' if h.netns().active else 'off'}, {args.count} messages per line\n")
+    print("| pi line | from send accepted p50 / p95 / max (ms) | from `kijito-pull send` invoked "
+          "p50 / p95 / max (ms) | handed over != once |")
+    print("|---|---|---|---|")
+    ok = True
+    for r in results:
+        a, i = r["accepted"], r["invoked"]
+        print(f"| {r['line']} ({r['version']}) | {ms(percentile(a, .5))} / {ms(percentile(a, .95))} / {ms(max(a))} "
+              f"| {ms(percentile(i, .5))} / {ms(percentile(i, .95))} / {ms(max(i))} | {r['duplicates']} |")
+        ok = ok and max(i) < 3.0 and r["duplicates"] == 0
+    print(f"\nacceptance (every message in a model request < 3 s after the send, each exactly once): "
+          f"{'met' if ok else 'NOT met'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
