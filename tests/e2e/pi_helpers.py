@@ -165,6 +165,20 @@ def start_installed_session(harness: h.Harness, *, sb: Sandbox, model: FakeModel
     return PiSession(proc, model, log)
 
 
+def start_pi_tui(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Path, project: Path,
+                 state_dir: Path, name: str = "tui") -> tuple[h.Tmux, Path]:
+    """Interactive pi (the TUI) under a private tmux server with the extension. Returns (tmux, CLI log);
+    the pane's process is pi itself (``env`` and ``nsenter`` exec it)."""
+    home = root / f"{name}-home"
+    home.mkdir(parents=True, exist_ok=True)
+    agent = h.write_pi_agent_dir(home / ".pi" / "agent", model.url)
+    wrapper, log = cli_wrapper(root / f"{name}-bin")
+    env = h.pi_env(home, agent, kijito_env(sb, state_dir, wrapper))
+    env.setdefault("TERM", "xterm-256color")
+    argv = h.netns().wrap(harness.cmd("--no-session", "-e", str(EXTENSION)))
+    return h.Tmux(argv, env=env, cwd=project), log
+
+
 # ---------------------------------------------------------------------------------------------
 # Processes
 # ---------------------------------------------------------------------------------------------

@@ -233,6 +233,31 @@ def test_two_sessions_on_one_project_each_message_reaches_exactly_one(
         other_model.stop()
 
 
+def test_tui_session_is_woken_and_its_child_ends_with_it(pi_harness: h.Harness, sb: Sandbox,
+                                                        fake_model: FakeModel, tmp_path: Path,
+                                                        project: Path) -> None:
+    """The TUI is interactive too: the status line shows the watch, mail wakes the idle agent, and
+    quitting pi ends the child."""
+    if shutil.which("tmux") is None:
+        if os.environ.get(h.REQUIRE_ENV) == "1":
+            pytest.fail("tmux is required for the pi TUI test", pytrace=False)
+        pytest.skip("tmux not installed")
+    tui, log = ph.start_pi_tui(pi_harness, sb=sb, model=fake_model, root=tmp_path, project=project,
+                               state_dir=tmp_path / "state")
+    with tui:
+        assert tui.wait_for_screen("inbox river: watching", 30), tui.capture()
+        children = ph.watch_children(tui.pane_pid)
+        assert len(children) == 1, (children, ph.invocations(log))
+        _, sent_at = _send(sb, "TUI-MAIL")
+        request = fake_model.wait_for_text("TUI-MAIL", timeout=10)
+        assert request is not None, tui.capture()
+        assert request["time"] - sent_at < WAKE_DEADLINE
+        assert tui.wait_for_screen("TUI-MAIL", 10), tui.capture()
+        tui.send_keys("C-d")  # quit on an empty editor: session_shutdown
+        assert ph.wait_until(lambda: not ph.alive(tui.pane_pid), 15), tui.capture()
+        assert ph.wait_until(lambda: not any(ph.alive(p) for p in children), 5), "the watch child outlived pi"
+
+
 # ---------------------------------------------------------------------------------------------
 # Installation routes
 # ---------------------------------------------------------------------------------------------
