@@ -1,0 +1,1 @@
+"""Harness adapters: the Claude Code plugin's hook entry points (`kijito-pull hook claude-*`)."""

@@ -1,0 +1,12 @@
+"""Imported first by the CLI entry: answers `kijito-pull hook claude-*` before the heavy imports.
+
+The console script imports `kijito_pull.cli.main`, which imports every command (and so `requests`,
+`tenacity`, ...): about 150 ms before any code runs. Claude Code runs the plugin's hooks in every
+project, so for a project that has not opted in, importing this module first lets the hook exit 0
+having loaded only the standard library (see `kijito_pull.hooks.fastpath`). For any other command
+line it does nothing.
+"""
+
+from kijito_pull.hooks import fastpath
+
+fastpath.early_gate()
