@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+# isort: off
+# First, before anything else is imported: answers `kijito-pull hook claude-*` for a project that has
+# not opted in with a few standard-library modules (Claude Code runs the plugin's hooks everywhere).
+import kijito_pull.hooks.early  # noqa: F401
+# isort: on
+
 import argparse
 import functools
 import os
@@ -12,6 +18,8 @@ from typing import Any
 from kijito_pull import __version__
 from kijito_pull.cli import (
     demo_cmd,
+    hook_cmd,
+    lifecycle_cmd,
     optin_cmd,
     pull_cmd,
     sandbox_cmd,
@@ -24,7 +32,8 @@ from kijito_pull.cli.environment import Environment
 from kijito_pull.config import ConfigError
 from kijito_pull.exitcodes import ExitCode
 
-COMMANDS = (pull_cmd, watch_cmd, show_cmd, status_cmd, send_cmd, optin_cmd, sandbox_cmd, demo_cmd)
+COMMANDS = (pull_cmd, watch_cmd, show_cmd, status_cmd, send_cmd, optin_cmd, sandbox_cmd, demo_cmd, hook_cmd,
+            lifecycle_cmd)
 
 DESCRIPTION = """\
 Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never skipping a message.
