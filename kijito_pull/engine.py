@@ -181,6 +181,14 @@ class Engine:
             signals.append(self.factory.signal(
                 "state_corrupt", self.persona, reason=loaded.corrupt_reason, redelivered=len(visible),
                 consumer=self.consumer))
+            if not newest.declares_end or newest.unread_not_shown:
+                # Older mail the window withheld may never have been delivered, and with no cursor there
+                # is nothing to walk back to: the cursor is baselined over it, which must not be silent.
+                fields = {"seeded": target, "skipped_read": 0, "consumer": self.consumer,
+                          "reason": "the state was corrupt: mail older than the newest window was not re-delivered"}
+                if newest.unread_not_shown:
+                    fields["unread_not_shown"] = newest.unread_not_shown
+                signals.append(self.factory.signal("baseline_skipped", self.persona, **fields))
             return Pull(self, loaded, newest, coverage, signals, CORRUPT, visible, target, peek)
         unread = [m for m in visible if not m.read]
         pending = unread[-self.max_replay:] if self.max_replay > 0 else []
