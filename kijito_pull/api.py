@@ -371,7 +371,7 @@ class KijitoClient:
             body = self._read_body(response, path, timeout, started)
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting too deep for the decoder
             raise ApiError(f"{path}: the response is not valid JSON") from None
 
     def _read_body(self, response: requests.Response, path: str, timeout: float, started: float) -> bytes:

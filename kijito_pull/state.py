@@ -161,7 +161,7 @@ class StateStore:
             return Loaded(None, str(exc))
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: absurdly deep nesting
             return Loaded(None, "the state file is not valid JSON (truncated or overwritten?)")
         try:
             return Loaded(self._validate(data))
