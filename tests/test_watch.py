@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -313,24 +314,27 @@ def test_watch_help_and_usage_errors(cli):
     assert cli("watch", "--persona", "../x").code == 2
 
 
-def test_supervision_templates_run_their_self_test(sb, cli, tmp_path):
-    supervision = pytest.importorskip("kijito_pull.supervision")
-    token_file = tmp_path / "token"
+@pytest.mark.parametrize("system", ["systemd", "launchd"])
+def test_supervision_templates_run_their_self_test(sb, cli, tmp_path, system):
+    """The rendered unit's command line is the CLI's: run it, as the supervisor would, with --self-test."""
+    from kijito_pull import supervision
+
+    command = [sys.executable, "-m", "kijito_pull"]
+    argv = supervision.rendered_watch_argv(command, "P", str(tmp_path), system=system)
+    rendered = supervision.render_systemd(command) if system == "systemd" else supervision.render_launchd(
+        command, "P", str(tmp_path))
+    assert TOKEN not in rendered
+    concrete = [a.replace("%i", "P").replace("%h", str(tmp_path)) for a in argv]
+    token_file = Path(concrete[concrete.index("--token-file") + 1])
+    token_file.parent.mkdir(parents=True, exist_ok=True)
     token_file.write_text(TOKEN)
     token_file.chmod(0o600)
-    argv = supervision.rendered_watch_argv(sys.executable + " -m kijito_pull", "P")
-    assert "P" in argv
-    unit = supervision.render_systemd(sys.executable + " -m kijito_pull")
-    assert TOKEN not in unit
-    # Run the rendered command (instance name substituted, paths pointed at this test) with --self-test.
-    concrete = [a.replace("%i", "P").replace("%h", str(tmp_path)) for a in argv]
-    if "--token-file" in concrete:
-        concrete[concrete.index("--token-file") + 1] = str(token_file)
-    concrete = [a for a in concrete if a]
-    env = {**cli.environ, "PYTHONPATH": str(os.getcwd())}
+    env = {k: v for k, v in cli.environ.items() if k != "KIJITOMON_TOKEN"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
     result = subprocess.run([*concrete, "--api-base", sb.url, "--self-test"], env=env, capture_output=True,
                             text=True, timeout=30)
     assert result.returncode == 0, (concrete, result.stderr)
+    assert "self-test passed" in result.stderr
 
 
 def test_one_personas_failure_is_contained_to_that_persona(sb, cli, watches):
