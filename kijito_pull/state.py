@@ -79,7 +79,10 @@ def ensure_private_dir(path: Path) -> None:
     if not stat.S_ISDIR(st.st_mode):
         raise StateError(f"state directory {path} is not a directory")
     if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:  # a read-only file system or an immutable directory
+            raise StateError(f"state directory {path} cannot be made private: {exc.strerror}") from None
 
 
 def _fsync_dir(path: Path) -> None:
