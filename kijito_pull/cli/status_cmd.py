@@ -11,7 +11,7 @@ from kijito_pull import paths
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
 from kijito_pull.exitcodes import ExitCode
-from kijito_pull.state import StateStore
+from kijito_pull.state import StateError, StateStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,11 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _describe(state_file: Path) -> dict[str, Any]:
     """Read one state file's identity without trusting it, then load it through the real validator."""
     try:
-        identity = json.loads(state_file.read_text("utf-8")).get("identity")
+        # The store's reader: never follows a link, never blocks on a FIFO, never reads a giant file.
+        raw = StateStore(state_file, state_file.with_suffix(".lock"), {})._read_raw()
+        identity = json.loads(raw.decode("utf-8")).get("identity")
         if not (isinstance(identity, dict) and all(isinstance(identity.get(k), str)
                                                    for k in ("api_base", "persona", "consumer"))):
             raise ValueError
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError, StateError):
         return {"file": str(state_file), "status": "corrupt", "reason": "unreadable or without identity"}
     store = StateStore(state_file, state_file.with_suffix(".lock"), identity)
     loaded = store.load()
