@@ -444,8 +444,10 @@ class Waker:
         """Leave now (from the watchdog thread or a signal handler): give the lease back, exit."""
         if not self._quitting.acquire(blocking=False):
             return
-        self._stop.set()
+        # Release before waking the main thread: once it returns, the interpreter exits and this
+        # (daemon) thread with it, which would leave a lease naming a dead process behind.
         lifecycle.release(self.environ, self.session_id, self.me)
+        self._stop.set()
         self._exit(code)
 
     def should_end(self) -> str | None:
