@@ -7,6 +7,7 @@ Stdlib only: hooks reach this before anything heavy is imported. Everything live
                                    harness process it serves, project, persona
     sessions/<session id>.rung     the highest message id the session's doorbell already rang for
     sessions/<session id>.blocks   consecutive Stop-hook blocks (the cap on Stop loops)
+    sessions/<session id>.synced   which event's synchronous hook last finished its pull
     sessions/.lock                 serializes every lease change
     stops/<key>.json               the durable stop marker of one (project, persona)
 
@@ -370,7 +371,7 @@ def end_session(environ: Mapping[str, str], session_id: str) -> Outcome:
     with _locked(environ) as directory:
         lease = _read_json(directory / f"{session_id}.json")
         _unlink(directory / f"{session_id}.json")
-        for suffix in (".rung", ".blocks"):
+        for suffix in (".rung", ".blocks", ".synced"):
             _unlink(directory / f"{session_id}{suffix}")
     # Outside the lock: a waker being ended takes the lock to give its lease back.
     ended = lease is not None and isinstance(lease.get("pid"), int) and terminate(lease["pid"], lease.get("pid_start"))
@@ -425,6 +426,17 @@ def read_rung(environ: Mapping[str, str], session_id: str) -> int:
 
 def write_rung(environ: Mapping[str, str], session_id: str, through: int) -> None:
     _write_json(sessions_dir(environ) / f"{session_id}.rung", {"through": through, "at": _now()})
+
+
+def write_synced(environ: Mapping[str, str], session_id: str, key: str) -> None:
+    """A synchronous hook of one event is done with its pull (the waker of the same event waits for it)."""
+    _write_json(sessions_dir(environ) / f"{session_id}.synced", {"key": key, "at": _now()})
+
+
+def read_synced(environ: Mapping[str, str], session_id: str) -> str | None:
+    data = _read_json(sessions_dir(environ) / f"{session_id}.synced")
+    key = data.get("key") if data else None
+    return key if isinstance(key, str) else None
 
 
 # -- stop markers -----------------------------------------------------------------------------------

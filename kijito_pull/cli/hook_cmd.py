@@ -42,15 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    inp = fastpath.take_preloaded(args.name)
-    if inp is None:
-        try:
-            code, inp = fastpath.gate(args.name, env.stdin, env.environ, env.cwd, env.stderr)
-        except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
-            fastpath.say(env.stderr, f"{args.name}: internal error ({type(exc).__name__}: {exc}); nothing was done")
-            return 0
-        if code is not None:
-            return code
+    """In-process entry (tests, `python -c`); the console entry runs hooks from `fastpath.early_gate`."""
+    try:
+        code, inp = fastpath.gate(args.name, env.stdin, env.environ, env.cwd, env.stderr)
+    except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
+        fastpath.say(env.stderr, f"{args.name}: internal error ({type(exc).__name__}: {exc}); nothing was done")
+        return 0
+    if code is not None:
+        return code
     assert inp is not None
     from kijito_pull.hooks import claude
 

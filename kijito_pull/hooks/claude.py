@@ -62,7 +62,7 @@ HOOK_TIMEOUT = 3.0  # per HTTP request of a synchronous hook
 HOOK_DEADLINE = 4.0  # retries of one request stop after this
 WAKER_WAIT = 25  # long-poll hold asked of notify/pending
 WAKER_POLL = 15.0  # seconds between polls when the server does not long-poll
-WAKER_GRACE = 1.0  # let the synchronous hook of the same event hand over what is waiting first
+WAKER_GRACE = 3.0  # at most this long, let the synchronous hook of the same event hand over what waits
 WAKER_CHECK = 0.5  # how often the waker looks for its session, lease and stop marker
 WAKER_RESYNC = 8  # read the inbox after this many quiet long-polls even if no count moved
 WAKER_MAX_LIFE = 7 * 24 * 3600 - 600  # under the hooks.json timeout (604800 s)
@@ -228,14 +228,26 @@ class HookSink(Sink):
 # -- the hooks --------------------------------------------------------------------------------------------
 
 
+def sync_key(data: Mapping[str, Any]) -> str:
+    """Names one hook event, the same for every hook it runs (the waker and its synchronous sibling)."""
+    return "|".join(str(data.get(k) or "") for k in ("hook_event_name", "source", "prompt_id"))
+
+
 def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
     """Run one hook. Never raises, never prints a traceback: problems are one stderr line and exit 0."""
     try:
         if inp.hook == WAKER:
             return run_waker(inp, env)
         handler = {SESSION_START: session_start, STOP: stop, PROMPT: prompt}[inp.hook]
-        with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn) as out:
-            return handler(inp, env, out)
+        try:
+            with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn) as out:
+                return handler(inp, env, out)
+        finally:
+            if inp.hook in (SESSION_START, STOP) and inp.session_id:
+                try:
+                    lifecycle.write_synced(env.environ, inp.session_id, sync_key(inp.data))
+                except lifecycle.LifecycleError:
+                    pass
     except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
         say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
         return 0
@@ -413,7 +425,7 @@ class Waker:
 
     def __init__(self, ready: Setup, notify_client: KijitoClient, environ: Mapping[str, str], *,
                  session_id: str, project: str, persona: str, me: lifecycle.Proc, host: lifecycle.Proc | None,
-                 ring_stream: IO[str], ring_code: int, errors: IO[str],
+                 ring_stream: IO[str], ring_code: int, errors: IO[str], sync_key: str | None = None,
                  grace: float = WAKER_GRACE, wait: int = WAKER_WAIT, poll: float = WAKER_POLL,
                  check_every: float = WAKER_CHECK, max_life: float = WAKER_MAX_LIFE,
                  exit_fn: Callable[[int], None] = os._exit):
@@ -429,6 +441,7 @@ class Waker:
         self.ring_stream = ring_stream
         self.ring_code = ring_code
         self.errors = errors
+        self.sync_key = sync_key
         self.grace = grace
         self.wait = wait
         self.poll = poll
@@ -525,8 +538,24 @@ class Waker:
         """Sleep; False when the waker is being ended."""
         return not self._stop.wait(max(0.0, seconds))
 
+    def _settle(self) -> bool:
+        """Wait (at most `grace`) for the synchronous hook of the same event to finish its pull, so
+        the waker does not ring for mail that hook is handing over right now. False: being ended."""
+        if not self.sync_key:
+            return not self._stop.is_set()
+        deadline = time.monotonic() + self.grace
+        while time.monotonic() < deadline:
+            try:
+                if lifecycle.read_synced(self.environ, self.session_id) == self.sync_key:
+                    return not self._stop.is_set()
+            except lifecycle.LifecycleError:
+                pass
+            if not self._sleep(0.05):
+                return False
+        return not self._stop.is_set()
+
     def _loop(self) -> int:
-        if not self._sleep(self.grace):
+        if not self._settle():
             return 0
         try:
             rung = lifecycle.read_rung(self.environ, self.session_id)
@@ -590,7 +619,8 @@ def run_waker(inp: HookInput, env: Environment) -> int:
         say(env.stderr, f"{WAKER}: session {sid}: {lifecycle.Result.UNSUPPORTED.value} ({why})")
         return 0
     outcome, waker = arm(inp.project, inp.persona, sid, environ, env.stderr, host=lifecycle.host_process(),
-                         source=str(inp.data.get("source") or inp.data.get("hook_event_name") or ""))
+                         source=str(inp.data.get("source") or inp.data.get("hook_event_name") or ""),
+                         options={"sync_key": sync_key(inp.data)})
     if waker is None:
         if outcome.result is not lifecycle.Result.ALREADY_ARMED:
             say(env.stderr, f"{WAKER}: {outcome.line()}")

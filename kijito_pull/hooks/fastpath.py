@@ -241,12 +241,6 @@ def _answer_early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -
 
 # -- the console entry's early dispatch --------------------------------------------------------------------
 
-_PRELOADED: dict[str, HookInput] = {}
-
-
-def take_preloaded(hook: str) -> HookInput | None:
-    return _PRELOADED.pop(hook, None)
-
 
 def _is_console(argv0: str) -> bool:
     prog = argv0.replace("\\", "/")
@@ -254,21 +248,24 @@ def _is_console(argv0: str) -> bool:
 
 
 def early_gate(argv: list[str] | None = None) -> None:
-    """From the console entry: answer `kijito-pull hook claude-*` before any heavy import, or stash
-    the checked input for the full hook. Does nothing for any other command line."""
+    """From the console entry: run `kijito-pull hook claude-*` here and exit, before the CLI imports
+    its commands (a project that has not opted in never gets past the standard library; one that
+    has skips argparse and the unrelated commands). Does nothing for any other command line."""
     argv = sys.argv if argv is None else argv
     if len(argv) != 3 or argv[1] != "hook" or argv[2] not in HOOKS or not _is_console(argv[0]):
         return
     try:
         code, inp = gate(argv[2], sys.stdin, os.environ, os.getcwd(), sys.stderr)
+        if code is None and inp is not None:
+            from kijito_pull.cli.environment import Environment
+            from kijito_pull.hooks import claude
+
+            code = claude.run(inp, Environment())
     except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
         say(sys.stderr, f"{argv[2]}: internal error ({type(exc).__name__}: {exc}); nothing was done")
-        code, inp = 0, None
-    if code is not None:
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        raise SystemExit(code)
-    assert inp is not None
-    _PRELOADED[argv[2]] = inp
+        code = 0
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(code or 0)

@@ -1,0 +1,140 @@
+"""Helpers for the kijito-pull Claude Code plugin's end-to-end tests (and bench/bench_hooks.py).
+
+Built on tests/e2e/harness.py: a Kijito sandbox that listens inside the harness's loopback-only
+network namespace, an opted-in project, the hook environment (with this repository's `kijito-pull`
+first on PATH), and ways to see the waker processes of one state dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kijito_pull.sandbox import Sandbox
+from tests.e2e import harness as h
+from tests.e2e.fakemodel import FakeModel
+
+REPO = h.REPO_ROOT
+TOKEN = "e2e-kijito-token"
+PERSONA = "river"
+OPT_IN = "# Project\n\n- inbox monitor: raise on start\n- inbox persona: river\n"
+
+
+def venv_bin() -> Path:
+    """The directory holding this repository's `kijito-pull` (the one the hooks must run)."""
+    for candidate in (REPO / ".venv" / "bin", Path(sys.executable).parent):
+        if (candidate / "kijito-pull").exists():
+            return candidate
+    raise FileNotFoundError("no kijito-pull next to this Python or in .venv/bin: run scripts/dev.py")
+
+
+def start_sandbox() -> Sandbox:
+    """A sandbox reachable from the harnesses (bound inside their network namespace)."""
+    return h.netns().call(lambda: Sandbox(token=TOKEN).start())
+
+
+def make_project(root: Path, opted_in: bool = True, name: str = "proj") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / ".git").mkdir()  # the opt-in search stops at the repository root
+    (folder / "AGENTS.md").write_text(OPT_IN if opted_in else "# Project\n\nNo inbox here.\n")
+    return folder
+
+
+def hook_env(sandbox_url: str, state: Path, **extra: str) -> dict[str, str]:
+    """What the hooks need from the Claude Code process's environment."""
+    return {
+        "KIJITO_BASE": sandbox_url,
+        "KIJITOMON_TOKEN": TOKEN,
+        "KIJITO_PULL_STATE_DIR": str(state),
+        "KIJITO_PULL_CONFIG": str(state.parent / "kijito-pull-config-none.toml"),
+        "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}",
+        **extra,
+    }
+
+
+def waker_pids(state: Path) -> list[int]:
+    """Live `kijito-pull hook claude-waker` processes serving this state dir (zombies excluded)."""
+    needle = f"KIJITO_PULL_STATE_DIR={state}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+            if b"claude-waker" not in argv or not any(a.endswith(b"kijito-pull") for a in argv[:2]):
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle not in handle.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+            if stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+                continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return sorted(found)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+
+
+TITLE_MARK = "Write the title"
+
+
+def is_conversation(fm: FakeModel, request: dict) -> bool:
+    """Not a side request (the TUI asks the model for a session title with the first prompt)."""
+    return request["path"].endswith("/v1/messages") and TITLE_MARK not in fm.text_of(request)
+
+
+def conversation_requests(fm: FakeModel, marker: str) -> list[dict]:
+    """Model requests of the conversation that contain `marker`, oldest first."""
+    return [r for r in fm.model_requests if marker in fm.text_of(r) and is_conversation(fm, r)]
+
+
+def wait_for_conversation(fm: FakeModel, needle: str, timeout: float, start: int = 0) -> dict | None:
+    return fm.wait_for(lambda r: is_conversation(fm, r) and needle in fm.text_of(r), timeout=timeout, start=start)
+
+
+def counts(fm: FakeModel, request: dict, needles: list[str]) -> dict[str, int]:
+    text = fm.text_of(request)
+    return {n: text.count(n) for n in needles}
+
+
+def repo_checkout(dest: Path) -> Path:
+    """The repository as a clone would have it (tracked and new files, nothing ignored): what
+    `claude plugin marketplace add <repo dir>` is pointed at by a user."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.split(b"\0")
+    for raw in files:
+        if not raw:
+            continue
+        rel = raw.decode()
+        src = REPO / rel
+        if not src.is_file():
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    return dest
+
+
+def claude_cli(harness: h.Harness, home: Path, cwd: Path, *args: str,
+               timeout: float = 60) -> subprocess.CompletedProcess:
+    """A non-interactive `claude ...` subcommand (e.g. `plugin install`), offline."""
+    env = h.claude_env(home, "http://127.0.0.1:9")
+    return subprocess.run(h.netns().wrap(harness.cmd(*args)), env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
