@@ -41,6 +41,20 @@ export const RESTART_MAX_MS = 30_000;
 export const STABLE_RUN_MS = 20_000;
 /** After a message starts a run from idle, the next one waits for `agent_start` at most this long. */
 export const START_GATE_MS = 5_000;
+/**
+ * While the session compacts or summarizes a branch, hold mail at most this long. pi 1.x refuses
+ * every prompt then ("Cannot submit a prompt while compaction is in progress"), followUps included;
+ * a message held past watch's 60 s acknowledgement wait is simply sent again later.
+ */
+export const COMPACT_HOLD_MS = 120_000;
+/**
+ * While holding, look this often whether pi is idle again (a compaction that failed reports no end).
+ * After the end is reported, mail waits COMPACT_RELEASE_MS more: pi 1.x fires `session_compact`
+ * before it clears its "compaction in progress" state, so a send from inside the handler would be
+ * refused.
+ */
+export const HOLD_POLL_MS = 250;
+export const COMPACT_RELEASE_MS = 50;
 /** On pi 0.73.x (no `agent_settled`): sweep this long after `agent_end`, once pi is idle again. */
 export const SETTLE_SWEEP_MS = 250;
 /** How long `session_shutdown` waits for the child after closing its stdin, before SIGTERM/SIGKILL. */
@@ -295,7 +309,8 @@ export type BridgeState = "idle" | "disabled" | "starting" | "running" | "restar
  * Delivery is serialized: the child sends one message and waits for its answer, and a message that
  * starts a run from idle holds the next one back until pi reports `agent_start` (both pi lines
  * check "am I streaming?" before their async preflight ends, so two quick sends from idle would
- * both try to start a run and the second would fail with "already processing").
+ * both try to start a run and the second would fail with "already processing"). Mail is also held
+ * while the session compacts or summarizes a branch, when pi 1.x refuses every prompt.
  */
 export class Bridge {
   readonly pi: PiLike;
@@ -310,6 +325,7 @@ export class Bridge {
   sweepTimer: unknown = undefined;
   gateTimer: unknown = undefined;
   gateUntil = 0;
+  holdUntil = 0;
   sawSettled = false;
   stopping = false;
   queue: Pending[] = [];
@@ -401,9 +417,23 @@ export class Bridge {
   onAgentSettled(ctx: CtxLike): void {
     this.ctx = ctx;
     this.sawSettled = true;
+    this.holdUntil = 0; // whatever compacted during the run is over: pi is idle and takes prompts
     this.clear("sweepTimer");
     this.openGate();
     this.sweep();
+  }
+
+  /** `session_before_compact` / `session_before_tree`: pi will refuse prompts until it is done. */
+  onCompactStart(ctx: CtxLike): void {
+    this.ctx = ctx;
+    this.holdUntil = this.deps.now() + COMPACT_HOLD_MS;
+  }
+
+  /** `session_compact` / `session_tree`: prompts are accepted again once the handlers returned. */
+  onCompactEnd(ctx: CtxLike): void {
+    this.ctx = ctx;
+    this.holdUntil = Math.min(this.holdUntil, this.deps.now() + COMPACT_RELEASE_MS);
+    if (this.queue.length) this.pump();
   }
 
   /** A prompt typed or sent over RPC while idle is about to start a run: hold mail until it has. */
@@ -516,12 +546,17 @@ export class Bridge {
   pump(): void {
     while (this.queue.length && !this.stopping) {
       const now = this.deps.now();
-      if (now < this.gateUntil) {
+      // An idle pi is neither running nor compacting (pi 1.x counts compaction as busy; 0.73.x
+      // never refused prompts while compacting): the hold is over, reported or not.
+      if (this.holdUntil > now && this.holdUntil - now > COMPACT_RELEASE_MS && this.safeIdle()) this.holdUntil = 0;
+      const holding = this.holdUntil > now;
+      if (holding || this.gateUntil > now) {
+        const wait = holding ? Math.min(HOLD_POLL_MS, this.holdUntil - now) : this.gateUntil - now;
         this.clear("gateTimer");
         this.gateTimer = this.deps.setTimer(() => {
           this.gateTimer = undefined;
           this.pump();
-        }, this.gateUntil - now);
+        }, wait);
         return;
       }
       const { event, child } = this.queue.shift() as Pending;
@@ -731,6 +766,14 @@ export function createKijitoPull(pi: PiLike, deps: Deps): Bridge {
   pi.on("agent_start", (_event, ctx) => bridge.onAgentStart(ctx));
   pi.on("agent_end", (_event, ctx) => bridge.onAgentEnd(ctx));
   pi.on("agent_settled", (_event, ctx) => bridge.onAgentSettled(ctx)); // pi 1.x only; never fires on 0.73.x
+  pi.on("session_before_compact", (_event, ctx) => {
+    bridge.onCompactStart(ctx);
+  });
+  pi.on("session_compact", (_event, ctx) => bridge.onCompactEnd(ctx));
+  pi.on("session_before_tree", (_event, ctx) => {
+    bridge.onCompactStart(ctx);
+  });
+  pi.on("session_tree", (_event, ctx) => bridge.onCompactEnd(ctx));
   return bridge;
 }
 

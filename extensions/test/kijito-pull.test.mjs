@@ -11,6 +11,9 @@ import { describe, test } from "node:test";
 
 import kijitoPull, {
   Bridge,
+  COMPACT_HOLD_MS,
+  COMPACT_RELEASE_MS,
+  HOLD_POLL_MS,
   CONSUMER_ENV,
   HANDED_MEMORY,
   RESTART_MAX_MS,
@@ -385,7 +388,8 @@ describe("session start", () => {
     const world = new World();
     const pi = new FakePi(world);
     kijitoPull(pi);
-    for (const name of ["session_start", "session_shutdown", "agent_start", "agent_end", "agent_settled", "input"]) {
+    for (const name of ["session_start", "session_shutdown", "agent_start", "agent_end", "agent_settled", "input",
+      "session_before_compact", "session_compact", "session_before_tree", "session_tree"]) {
       assert.ok(pi.handlers.has(name), name);
     }
     assert.equal(world.children.length, 0);
@@ -481,6 +485,58 @@ describe("delivery", () => {
     for (let i = 0; i < 3; i++) world.child.emit(newEvent());
     assert.equal(pi.sent.length, 3);
     assert.ok(pi.sent.every((s) => s.options.deliverAs === "followUp"));
+  });
+
+  for (const [start, end] of [["session_before_compact", "session_compact"], ["session_before_tree", "session_tree"]]) {
+    test(`mail is held from ${start} to ${end} (pi 1.x refuses prompts meanwhile)`, async () => {
+      const { world, pi, ctx } = await started({ ctx: { mode: "tui" } });
+      ctx.idle = false;
+      assert.equal(await pi.fire(start, { type: start }, ctx), undefined); // never cancels anything
+      const event = newEvent();
+      world.child.emit(event);
+      await pi.fire("agent_start", {}, ctx); // not a reason to let it through
+      await world.advance(COMPACT_HOLD_MS - 1);
+      assert.equal(pi.sent.length, 0);
+      await pi.fire(end, { type: end }, ctx);
+      assert.equal(pi.sent.length, 0); // pi 1.x clears its compaction state after the handlers return
+      await world.advance(COMPACT_RELEASE_MS);
+      assert.equal(pi.sent.length, 1);
+      assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
+    });
+  }
+
+  test("a compaction that never reports its end holds mail at most COMPACT_HOLD_MS", async () => {
+    const { world, pi, ctx } = await started();
+    ctx.idle = false;
+    await pi.fire("session_before_compact", {}, ctx);
+    world.child.emit(newEvent());
+    await world.advance(COMPACT_HOLD_MS - 1);
+    assert.equal(pi.sent.length, 0);
+    await world.advance(1);
+    assert.equal(pi.sent.length, 1);
+  });
+
+  test("a hold ends when pi is idle again (a failed compaction reports no end)", async () => {
+    const { world, pi, ctx } = await started();
+    ctx.idle = false;
+    await pi.fire("session_before_compact", {}, ctx);
+    world.child.emit(newEvent());
+    await world.advance(HOLD_POLL_MS * 4);
+    assert.equal(pi.sent.length, 0);
+    ctx.idle = true;
+    await world.advance(HOLD_POLL_MS);
+    assert.equal(pi.sent.length, 1);
+  });
+
+  test("agent_settled ends a hold (the run and its auto-compaction are over)", async () => {
+    const { world, pi, ctx } = await started({ ctx: { mode: "rpc" } });
+    ctx.idle = false; // a run is auto-compacting
+    await pi.fire("session_before_compact", {}, ctx);
+    world.child.emit(newEvent());
+    assert.equal(pi.sent.length, 0);
+    ctx.idle = true;
+    await pi.fire("agent_settled", {}, ctx);
+    assert.equal(pi.sent.length, 1);
   });
 
   test("a prompt typed while idle holds mail until its run starts; our own messages do not", async () => {

@@ -134,15 +134,21 @@ def kijito_env(sb: Sandbox, state_dir: Path, wrapper: Path, extra: dict[str, str
 def start_pi_session(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Path, project: Path,
                      state_dir: Path, name: str = "pi", mode: str = "rpc",
                      extra_args: tuple[str, ...] = (), extensions: tuple[Path, ...] = (EXTENSION,),
-                     env: dict[str, str] | None = None) -> PiSession:
+                     env: dict[str, str] | None = None, settings: dict[str, Any] | None = None) -> PiSession:
     """pi (``mode`` rpc by default) in ``project`` with the extension, a private HOME under ``root``,
-    reaching ``model`` and ``sb``; the CLI runs through a logging wrapper."""
+    reaching ``model`` and ``sb``; the CLI runs through a logging wrapper. ``settings`` are merged
+    into the agent dir's settings.json."""
     home = root / f"{name}-home"
+    home.mkdir(parents=True, exist_ok=True)
+    agent = h.write_pi_agent_dir(home / ".pi" / "agent", model.url)
+    if settings:
+        path = agent / "settings.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **settings}))
     wrapper, log = cli_wrapper(root / f"{name}-bin")
-    proc = h.start_pi(harness, base_url=model.url, home=home, cwd=project, extensions=extensions,
-                      mode=mode, extra_args=extra_args,
-                      env=kijito_env(sb, state_dir, wrapper, env))
-    proc.name = f"{harness.name}:{name}"
+    argv = h.netns().wrap(h.pi_argv(harness, mode=mode, extensions=extensions, extra_args=extra_args))
+    # print and json modes read piped stdin to EOF before they start: give them none.
+    proc = h.HarnessProcess(argv, env=h.pi_env(home, agent, kijito_env(sb, state_dir, wrapper, env)), cwd=project,
+                            stdin_pipe=mode == "rpc", name=f"{harness.name}:{name}")
     return PiSession(proc, model, log)
 
 

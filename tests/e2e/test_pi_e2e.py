@@ -142,6 +142,34 @@ def test_mail_during_a_run_is_queued_as_the_next_turn(pi_harness: h.Harness, sb:
         assert errors == [], errors
 
 
+def test_mail_during_a_manual_compaction_waits_for_it(pi_harness: h.Harness, sb: Sandbox, fake_model: FakeModel,
+                                                     tmp_path: Path, project: Path) -> None:
+    """Mail arriving while the session compacts (pi 1.x refuses every prompt then) is handed over
+    after the compaction, once, with no error."""
+    session = _session(pi_harness, sb, fake_model, tmp_path, project,
+                       settings={"compaction": {"keepRecentTokens": 1}})
+    with session.proc as proc:
+        _watching(session)
+        for i in range(3):  # something to compact
+            proc.send({"type": "prompt", "message": f"turn {i}: " + "context " * 60})
+            assert ph.wait_until(lambda i=i: len(ph.rpc_events(session, "agent_end")) > i, 15), session.diagnostics()
+        start = len(fake_model.requests)
+        with ph.slow_model(fake_model, 2.0):
+            proc.send({"type": "compact"})
+            summary = fake_model.wait_for(lambda r: r["path"].endswith("/v1/messages"), timeout=10, start=start)
+            assert summary is not None, session.diagnostics()
+            _send(sb, "COMPACT-MAIL")  # the compaction's model call is in flight for 2 s
+            done = proc.wait_for_event(lambda e: e.get("type") == "response" and e.get("command") == "compact",
+                                       timeout=15)
+        assert done is not None and done.get("success") is True, session.diagnostics()
+        mail = _reached(session, "COMPACT-MAIL", timeout=10)
+        assert mail["index"] > summary["index"]
+        _settle([session], ["COMPACT-MAIL"])
+        assert ph.handed_over([session], "COMPACT-MAIL") == 1
+        assert "compaction is in progress" not in session.output()
+        assert not [e for e in proc.events if e.get("type") == "extension_error"], session.diagnostics()
+
+
 def test_killed_watch_child_is_restarted_without_loss_or_duplicates(pi_harness: h.Harness, sb: Sandbox,
                                                                     fake_model: FakeModel, tmp_path: Path,
                                                                     project: Path) -> None:
