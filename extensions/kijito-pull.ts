@@ -76,6 +76,8 @@ export interface CtxLike {
   cwd: string;
   hasUI: boolean;
   mode?: string;
+  /** The active model; undefined when none is selected (both lines). */
+  model?: unknown;
   isIdle(): boolean;
   ui: {
     setStatus(key: string, text: string | undefined): void;
@@ -332,6 +334,7 @@ export class Bridge {
   handed = new RecentSet(HANDED_MEMORY);
   stderrTail = "";
   lastAlert: string | undefined;
+  warnedNoModel = false;
   exitWaiters: Array<() => void> = [];
   /** Counters for tests and diagnostics. */
   stats = { spawned: 0, delivered: 0, duplicates: 0, nacked: 0, sweeps: 0 };
@@ -574,6 +577,18 @@ export class Bridge {
         child.writeLine(JSON.stringify({ nack: id, reason: "not this session's persona" }));
         continue;
       }
+      if (!this.hasModel()) {
+        // pi would accept the call and then fail the prompt ("no model selected") after we
+        // acknowledged it: refuse it instead, so watch keeps it and offers it again later.
+        this.stats.nacked += 1;
+        child.writeLine(JSON.stringify({ nack: id, reason: "no model selected in pi" }));
+        if (!this.warnedNoModel) {
+          this.warnedNoModel = true;
+          this.notify("kijito-pull: mail is waiting, but pi has no model selected; it is kept until one is", "warning");
+        }
+        continue;
+      }
+      this.warnedNoModel = false;
       const wasIdle = this.safeIdle();
       try {
         this.pi.sendUserMessage(messageText(event), { deliverAs: "followUp" });
@@ -612,6 +627,14 @@ export class Bridge {
   safeIdle(): boolean {
     try {
       return this.ctx ? this.ctx.isIdle() : true;
+    } catch {
+      return true;
+    }
+  }
+
+  hasModel(): boolean {
+    try {
+      return !this.ctx || !("model" in this.ctx) || this.ctx.model !== undefined;
     } catch {
       return true;
     }

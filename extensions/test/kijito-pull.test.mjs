@@ -169,6 +169,7 @@ function fakeCtx(world, { mode, hasUI = true, idle = true, cwd = "/work/project"
     idle,
     status: [],
     notes: [],
+    model: { provider: "fake", id: "fake-model" },
     isIdle: () => ctx.idle,
     ui: {
       setStatus: (key, text) => {
@@ -437,6 +438,21 @@ describe("delivery", () => {
     assert.equal(pi.sent.length, 1);
     assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
     assert.equal(bridge.stats.duplicates, 1);
+  });
+
+  test("no model selected in pi: the message is refused (kept by watch), with one warning", async () => {
+    const { world, pi, ctx } = await started();
+    ctx.model = undefined;
+    const event = newEvent();
+    world.child.emit(event);
+    world.child.emit(event); // offered again later
+    assert.equal(pi.sent.length, 0);
+    assert.deepEqual(world.child.lines.map((l) => l.nack), [event.event_id, event.event_id]);
+    assert.equal(ctx.notes.filter(([m]) => /no model selected/.test(m)).length, 1);
+    ctx.model = { id: "fake-model" };
+    world.child.emit(event);
+    assert.equal(pi.sent.length, 1);
+    assert.deepEqual(world.child.lines.at(-1), { ack: event.event_id });
   });
 
   test("mail for another persona is refused, not handed over", async () => {
