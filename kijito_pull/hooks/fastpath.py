@@ -187,6 +187,8 @@ def gate(hook: str, stdin: Any, environ: Mapping[str, str], cwd: str,
     if opt.problem or not opt.persona:
         say(stderr, f"{hook}: {opt.problem or 'no persona'}; nothing was done")
         return 0, None
+    if hook == PROMPT and DOORBELL not in str(data.get("prompt", "")):
+        return 0, None  # an ordinary prompt: mail is handed over on doorbells and turn ends
 
     from kijito_pull import lifecycle
 

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Benchmarks for the Claude Code plugin's hooks, printed as markdown tables.
+
+(a) Hook wall time, each hook as Claude Code runs it (`kijito-pull hook NAME`, the console script,
+    JSON on stdin), interpreter start-up included:
+      - not opted in (the project's AGENTS.md lacks the line): budget 60 ms;
+      - opted in with nothing new (cursor established, no unseen mail), against an in-process sandbox.
+(b) Wake latency of an idle session: the real Claude Code (stream-json, stdin held open,
+    KIJITO_PULL_MODE=interactive) with this repository as a plugin, offline against the fake model;
+    each round sends one message with `kijito-pull send` and times the model request that holds it.
+    "Send accepted" starts when the sandbox logged the POST /api/send (CLI start-up excluded);
+    "send invoked" starts just before the `kijito-pull send` subprocess is started.
+
+    .venv/bin/python bench/bench_hooks.py                 # both, default sizes
+    .venv/bin/python bench/bench_hooks.py --runs 30 --wakes 10
+    .venv/bin/python bench/bench_hooks.py --skip-wake     # (a) only: no Claude Code needed
+
+Everything (sandbox, fake model, the harness) shares this machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kijito_pull.sandbox import Sandbox  # noqa: E402
+from tests.e2e import claude_helpers as ch  # noqa: E402
+from tests.e2e import harness as h  # noqa: E402
+from tests.e2e.fakemodel import FakeModel  # noqa: E402
+
+HOOKS = ("claude-session-start", "claude-stop", "claude-prompt", "claude-waker")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def ms(values: list[float], q: float) -> str:
+    return f"{percentile(values, q) * 1000:.0f}"
+
+
+def time_hook(name: str, project: Path, env: dict[str, str], payload: dict, runs: int) -> tuple[list[float], str]:
+    exe = str(ch.venv_bin() / "kijito-pull")
+    times = []
+    out = ""
+    for _ in range(runs):
+        started = time.perf_counter()
+        proc = subprocess.run([exe, "hook", name], input=json.dumps(payload), capture_output=True, text=True,
+                              cwd=project, env=env, timeout=60)
+        times.append(time.perf_counter() - started)
+        if proc.returncode != 0 or proc.stderr:
+            raise SystemExit(f"{name}: rc={proc.returncode} stderr={proc.stderr!r}")
+        out = proc.stdout
+    return times, out
+
+
+def bench_hooks(runs: int) -> list[tuple[str, str, list[float], str]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, Sandbox(token=ch.TOKEN).start() as sb:
+        root = Path(tmp)
+        state = root / "state"
+        base_env = {**os.environ, **ch.hook_env(sb.url, state), "CLAUDE_CODE_ENTRYPOINT": "sdk-cli"}
+        for key in [k for k in base_env if k.startswith("KIJITO_PULL_MODE")]:
+            base_env.pop(key)
+        plain = ch.make_project(root, opted_in=False, name="plain")
+        opted = ch.make_project(root, opted_in=True, name="opted")
+        for name in HOOKS:
+            payload = {"session_id": "bench-1", "cwd": str(plain), "hook_event_name": "Stop", "prompt": "hi",
+                       "stop_hook_active": False}
+            times, _ = time_hook(name, plain, base_env, payload, runs)
+            rows.append(("not opted in", name, times, "exit 0, no output, no request"))
+        # Opted in, nothing new: establish the cursor first (first contact), then measure.
+        sb.send(ch.PERSONA, "loom", "already read")
+        time_hook("claude-stop", opted, base_env, {"session_id": "bench-0", "cwd": str(opted)}, 1)
+        sb.clear_requests()
+        for name, extra, note in (
+                ("claude-session-start", {"source": "startup"}, "headless: no output"),
+                ("claude-stop", {"stop_hook_active": False}, "no block"),
+                ("claude-prompt", {"prompt": "ordinary prompt"}, "not a doorbell: no network"),
+                ("claude-waker", {}, "headless: exits at once")):
+            payload = {"session_id": "bench-1", "cwd": str(opted), "hook_event_name": "x", **extra}
+            before = len(sb.requests)
+            times, out = time_hook(name, opted, base_env, payload, runs)
+            assert out == "", (name, out)
+            requests = (len(sb.requests) - before) / runs
+            rows.append(("opted in, nothing new", name, times, f"{note}; {requests:g} request(s) per run"))
+    return rows
+
+
+def bench_wake(wakes: int) -> dict:
+    harness = h.find_harness("claude")
+    if harness is None:
+        raise SystemExit("Claude Code is not installed: run scripts/install-harnesses (or pass --skip-wake)")
+    accepted: list[float] = []
+    invoked: list[float] = []
+    duplicates = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sb = ch.start_sandbox()
+        fm = FakeModel(bind=h.netns().listen).start()
+        state = root / "state"
+        home = root / "home"
+        project = ch.make_project(root)
+        env = ch.hook_env(sb.url, state, KIJITO_PULL_MODE="interactive")
+        send_env = {**os.environ, **env}
+        proc = h.start_claude_stream_json(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[REPO],
+                                          env=env)
+        try:
+            if not ch.wait_until(lambda: any((state / "cursors").glob("*.json")) and len(ch.waker_pids(state)) == 1,
+                                 30):
+                raise SystemExit("the session never armed its waker:\n" + proc.diagnostics())
+            for i in range(wakes):
+                time.sleep(0.5)  # idle
+                marker = f"BENCH-WAKE-{i}"
+                start = len(fm.requests)
+                sb.clear_requests()
+                t0 = time.time()
+                subprocess.run(h.netns().wrap([str(ch.venv_bin() / "kijito-pull"), "send", "--to", ch.PERSONA,
+                                               "--from", "loom", f"{marker}: ping"]),
+                               env=send_env, check=True, capture_output=True, timeout=30)
+                request = ch.wait_for_conversation(fm, marker, timeout=15, start=start)
+                if request is None:
+                    raise SystemExit(f"{marker} never reached the model:\n" + proc.diagnostics())
+                sends = [r for r in sb.requests if r["path"] == "/api/send"]
+                accepted.append(request["time"] - sends[0]["ts"])
+                invoked.append(request["time"] - t0)
+                # Wait for the woken turn to end and the next waker to be armed.
+                if not ch.wait_until(lambda: len(ch.waker_pids(state)) == 1 and
+                                     not (state / "sessions").joinpath("x").exists(), 15):
+                    raise SystemExit("the waker was not re-armed:\n" + proc.diagnostics())
+                time.sleep(0.3)
+            time.sleep(2)
+            last = fm.model_requests[-1]
+            duplicates = sum(1 for i in range(wakes) if fm.text_of(last).count(f"BENCH-WAKE-{i}:") != 1)
+        finally:
+            proc.kill()
+            fm.stop()
+            sb.stop()
+    return {"version": harness.version, "accepted": accepted, "invoked": invoked, "duplicates": duplicates}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=40, help="runs per hook (default 40)")
+    parser.add_argument("--wakes", type=int, default=20, help="wake rounds (default 20)")
+    parser.add_argument("--skip-wake", action="store_true", help="hook wall times only")
+    args = parser.parse_args()
+    print(f"Measured {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}; command: {shlex.join(['bench/bench_hooks.py', *sys.argv[1:]])}\n")
+    rows = bench_hooks(args.runs)
+    print(f"Hook wall time ({args.runs} runs each, interpreter start-up included):\n")
+    print("| project | hook | p50 (ms) | p95 (ms) | max (ms) | what it did |")
+    print("|---|---|---|---|---|---|")
+    for project, name, times, note in rows:
+        print(f"| {project} | `{name}` | {ms(times, 0.5)} | {ms(times, 0.95)} | {max(times) * 1000:.0f} | {note} |")
+    if not args.skip_wake:
+        wake = bench_wake(args.wakes)
+        print(f"\nWake latency of an idle Claude Code {wake['version']} session (stream-json, "
+              f"{args.wakes} messages, one at a time):\n")
+        print("| from | p50 (ms) | p95 (ms) | max (ms) |")
+        print("|---|---|---|---|")
+        for label, values in (("send accepted (sandbox logged POST /api/send)", wake["accepted"]),
+                              ("`kijito-pull send` invoked", wake["invoked"])):
+            print(f"| {label} | {ms(values, 0.5)} | {ms(values, 0.95)} | {max(values) * 1000:.0f} |")
+        print(f"\nMessages handed over other than exactly once: {wake['duplicates']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
