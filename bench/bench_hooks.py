@@ -80,6 +80,12 @@ def bench_hooks(runs: int) -> list[tuple[str, str, list[float], str]]:
             base_env.pop(key)
         plain = ch.make_project(root, opted_in=False, name="plain")
         opted = ch.make_project(root, opted_in=True, name="opted")
+        floor = []
+        for _ in range(runs):  # what any Python hook costs before it does anything
+            started = time.perf_counter()
+            subprocess.run([str(ch.venv_bin() / "python"), "-c", "pass"], check=True, timeout=60)
+            floor.append(time.perf_counter() - started)
+        rows.append(("(baseline)", "python -c pass", floor, "the interpreter's own start-up: the floor"))
         for name in HOOKS:
             payload = {"session_id": "bench-1", "cwd": str(plain), "hook_event_name": "Stop", "prompt": "hi",
                        "stop_hook_active": False}
@@ -168,7 +174,8 @@ def main() -> int:
     print("| project | hook | p50 (ms) | p95 (ms) | max (ms) | what it did |")
     print("|---|---|---|---|---|---|")
     for project, name, times, note in rows:
-        print(f"| {project} | `{name}` | {ms(times, 0.5)} | {ms(times, 0.95)} | {max(times) * 1000:.0f} | {note} |")
+        shown = name if project == "(baseline)" else f"hook {name}"
+        print(f"| {project} | `{shown}` | {ms(times, 0.5)} | {ms(times, 0.95)} | {max(times) * 1000:.0f} | {note} |")
     if not args.skip_wake:
         wake = bench_wake(args.wakes)
         print(f"\nWake latency of an idle Claude Code {wake['version']} session (stream-json, "
