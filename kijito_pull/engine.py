@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kijito_pull.api import ApiError, InboxPage
 from kijito_pull.models import Message
-from kijito_pull.state import CursorState, Loaded, StateStore
+from kijito_pull.state import EMPTY_CURSOR, CursorState, Loaded, StateStore
 
 DEFAULT_MAX_REPLAY = 50
 DEFAULT_PAGE_BUDGET = 1000
@@ -186,7 +186,7 @@ class Engine:
     def _plan_first_contact(self, loaded: Loaded, newest: InboxPage, peek: bool) -> Pull:
         visible = [m for m in newest.messages if m.sender not in self.suppressed]
         signals = []
-        target = newest.newest_id if newest.newest_id is not None else 0
+        target = newest.newest_id if newest.newest_id is not None else EMPTY_CURSOR
         coverage = Coverage(rows={m.id: m for m in newest.messages}, complete=True, pages=0)
         if loaded.corrupt_reason is not None:
             # Fail closed: we no longer know what was delivered, so everything visible goes out again.

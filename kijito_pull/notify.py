@@ -14,7 +14,8 @@ from typing import Callable
 
 from kijito_pull.api import ApiError, KijitoClient, NotifyResult
 
-MIN_SPACING = 0.5  # seconds between request starts, even if the server answers at once
+MIN_SPACING = 0.5  # seconds between request starts when an answer brought nothing new
+NEWS_SPACING = 0.05  # ... and after an answer whose cursor advanced (still bounds a server that lies)
 MAX_BACKOFF = 60.0
 
 
@@ -48,6 +49,7 @@ class LongPoll:
         self.cursor: str | None = None
         self.supported = wait > 0  # optimistic until a server answers without a cursor
         self.failures = 0
+        self.advanced = False
 
     def request(self) -> tuple[int | None, str | None]:
         """(wait, cursor) for the next request.
@@ -62,6 +64,7 @@ class LongPoll:
         self.failures = 0
         long_polling = self.wait > 0 and result.cursor is not None
         advanced = (not long_polling) or result.cursor != self.cursor
+        self.advanced = long_polling and advanced
         if self.wait > 0:
             self.supported = long_polling
         self.cursor = result.cursor if long_polling else None
@@ -80,7 +83,10 @@ class LongPoll:
         if self.failures:
             return min(MAX_BACKOFF, 2.0 ** min(self.failures, 6) / 2)
         if self.supported and self.wait > 0:
-            return max(0.0, self.min_spacing - elapsed)
+            # An answer with news is followed by the next hold almost at once, or mail arriving in the
+            # pause would wait for it; only an early answer with nothing new is spaced out fully.
+            spacing = NEWS_SPACING if self.advanced else self.min_spacing
+            return max(0.0, spacing - elapsed)
         return max(0.0, self.poll_seconds - elapsed)
 
 

@@ -25,6 +25,8 @@ SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_DELIVERED_ABOVE = 200_000
 LOCK_POLL_SECONDS = 0.02
+#: The cursor of an inbox seen empty: below every id, since a new account's first message may be id 0.
+EMPTY_CURSOR = -1
 
 
 class StateError(Exception):
@@ -209,8 +211,8 @@ class StateStore:
         if data.get("identity") != self.identity:
             raise ValueError("the state file belongs to another API base, persona or consumer")
         cursor = data.get("cursor")
-        if cursor is not None and not (is_int(cursor) and cursor >= 0):
-            raise ValueError("the state file's cursor is not a non-negative integer")
+        if cursor is not None and not (is_int(cursor) and cursor >= EMPTY_CURSOR):
+            raise ValueError("the state file's cursor is not an integer >= -1")
         above = data.get("delivered_above", [])
         if not isinstance(above, list) or len(above) > MAX_DELIVERED_ABOVE or not all(
             is_int(i) and (cursor is None or i > cursor) for i in above

@@ -54,6 +54,7 @@ class Target:
     name: str
     engine: Engine
     health: alarms.Health
+    explicit: bool = False  # named by the user (its mail has a consumer: us), not adopted from the account
     last_unread: int | None = None
     last_urgent: int | None = None
     skips: int = 0
@@ -89,7 +90,7 @@ class Watcher:
         self.next_heartbeat = None if not options.heartbeat else clock() + options.heartbeat
         self.next_rediscover = clock() + options.rediscover_every if options.all_personas else None
         for name in personas:
-            self._add(name)
+            self._add(name, explicit=True)
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -97,9 +98,12 @@ class Watcher:
         self.sink.signal(self.factory.signal(kind, persona, **fields))
 
     def _raise(self, persona: str, alarm: dict[str, Any] | None) -> None:
+        """Emit an alarm edge. Account-wide ones go to every watched persona, as kijito-inbox-monitor does,
+        so a consumer that follows only its own persona's stream still hears them."""
         if alarm:
             kind = alarm.pop("kind")
-            self.emit(kind, persona, **alarm)
+            for name in [t.name for t in self.targets.values()] if persona == ACCOUNT else [persona]:
+                self.emit(kind, name, **alarm)
 
     def note(self, text: str) -> None:
         self.errors.write(f"kijito-pull: watch: {text}\n")
@@ -107,11 +111,11 @@ class Watcher:
 
     # -- personas ----------------------------------------------------------------------------------
 
-    def _add(self, name: str) -> Target | None:
+    def _add(self, name: str, explicit: bool = False) -> Target | None:
         key = name.casefold()
         if key in self.targets:
             return None
-        target = Target(name, self.make_engine(name), alarms.Health(self.opts.alert_after))
+        target = Target(name, self.make_engine(name), alarms.Health(self.opts.alert_after), explicit=explicit)
         self.targets[key] = target
         return target
 
@@ -122,16 +126,23 @@ class Watcher:
             self.emit("persona_added", name, reason=why)
             self.pull(target)
 
-    def rediscover(self) -> None:
+    def rediscover(self, announce: bool = True) -> None:
+        """Re-read the directory; in all-personas mode, watch the personas that appeared (announced
+        unless this is the start, where every persona is new)."""
         try:
             listing = self.client.personas()
         except ApiError as exc:
+            if not announce and self.opts.all_personas and not self.targets:
+                raise  # nothing to watch without it
             self.note(f"persona directory unavailable ({exc}); keeping the current personas")
             return
         self.directory = {p.persona: p.memory_count for p in listing}
         if self.opts.all_personas:
             for info in listing:
-                self.adopt(info.persona, "found in the persona directory")
+                if announce:
+                    self.adopt(info.persona, "found in the persona directory")
+                else:
+                    self._add(info.persona)
 
     # -- pulling -----------------------------------------------------------------------------------
 
@@ -206,9 +217,10 @@ class Watcher:
 
     def _check_alarms(self, counts: dict) -> None:
         self.last_counts = counts
-        # Mail for a persona this loop watches is being delivered, whatever the directory says of it.
-        unread = {p: c.unread for p, c in counts.items() if self.targets.get(p.casefold(), None) is None
-                  or self.targets[p.casefold()].name != p}
+        # Mail for a persona the user named is being delivered to its consumer, whatever the directory
+        # says; an inbox merely adopted from the account has no known reader, so it can still strand.
+        explicit = {t.name for t in self.targets.values() if t.explicit}
+        unread = {p: c.unread for p, c in counts.items() if p not in explicit}
         if self.opts.stranded_alerts and self.directory:
             names, detail = alarms.stranded(unread, self.directory)
             self._raise(ACCOUNT, self.stranded.update(names, detail))
@@ -254,7 +266,7 @@ class Watcher:
     def arm(self) -> None:
         """Start: learn the directory, take a count baseline, then the first pull of every persona."""
         if self.opts.all_personas or self.opts.stranded_alerts:
-            self.rediscover()
+            self.rediscover(announce=False)
         try:
             baseline = self.client.notify_pending()
             for row in baseline.counts:

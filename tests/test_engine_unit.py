@@ -358,3 +358,15 @@ def test_the_lock_is_held_during_a_pull(store, factory):
     with engine(FakeInbox([11]), store, factory).open():
         assert store.lock_holder() == os.getpid()
     assert store.lock_holder() is None
+
+
+def test_an_empty_inbox_is_recorded_below_id_zero(store, factory):
+    """A new account's first message may carry id 0: an empty inbox must not baseline over it."""
+    source = FakeInbox([])
+    eng = engine(source, store, factory)
+    pull_once(eng)
+    assert saved(store).cursor == -1
+    source.add(0, 1)
+    _, pending = pull_once(eng)
+    assert pending == [0, 1]
+    assert saved(store).cursor == 1

@@ -254,7 +254,7 @@ def test_wrong_identity_is_corrupt(store, identity):
     assert_corrupt(loaded)
 
 
-@pytest.mark.parametrize("cursor", ["10", True, False, -1, 10.0, 10.5, [10], {}], ids=repr)
+@pytest.mark.parametrize("cursor", ["10", True, False, -2, 10.0, 10.5, [10], {}], ids=repr)
 def test_wrong_cursor_type_is_corrupt(store, cursor):
     write_doc(store, cursor=cursor)
     assert_corrupt(store.load())
@@ -477,3 +477,9 @@ def test_the_lock_is_released_when_the_body_raises(store):
     assert store.lock_holder() is None
     with store.locked(timeout=0.1):
         pass
+
+
+def test_the_empty_inbox_cursor_is_valid(store):
+    """An inbox seen empty is recorded below every id: a new account's first message may be id 0."""
+    store.save(CursorState(cursor=-1))
+    assert store.load().state.cursor == -1

@@ -173,13 +173,13 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                       page_budget=args.page_budget, lock_timeout=args.lock_timeout,
                       suppress_authors=args.suppress_author)
 
-    if all_personas and not personas:
-        try:
-            personas = [p.persona for p in client.personas()]
-        except ApiError as exc:
-            env.error(f"cannot list the account's personas ({exc}); name them with --persona")
-            return ExitCode.SOURCE_FAILED
     if args.self_test:
+        if all_personas and not personas:
+            try:
+                personas = [p.persona for p in client.personas()]
+            except ApiError as exc:
+                env.error(f"self-test: cannot list the account's personas ({exc})")
+                return ExitCode.SOURCE_FAILED
         return self_test(client, personas, sink, factory, env)
 
     stop = threading.Event()
@@ -200,7 +200,11 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                 env.error(f"{target.name}: cannot seed the cursor: {exc}")
                 return ExitCode.SOURCE_FAILED
     with _signals(stop, sink):
-        watcher.run()
+        try:
+            watcher.run()
+        except ApiError as exc:
+            env.error(f"cannot list the account's personas ({exc}); name them with --persona")
+            return ExitCode.SOURCE_FAILED
     client.close()
     notify_client.close()
     return ExitCode.OK
