@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import requests
 import tenacity
+import urllib3
 
 from kijito_pull import __version__
 from kijito_pull.models import Message
@@ -380,16 +381,33 @@ class KijitoClient:
         total = 0
         limit_at = started + max(timeout, self.deadline)
         try:
-            for chunk in response.iter_content(65536):
+            for chunk in _arrivals(response, 65536):
                 total += len(chunk)
                 if total > MAX_BODY_BYTES:
                     raise ApiError(f"{path}: the response is larger than {MAX_BODY_BYTES // 2**20} MiB")
                 if time.monotonic() > limit_at:
                     raise ApiError(f"{path}: the response took too long to arrive", transient=True)
                 chunks.append(chunk)
-        except requests.exceptions.RequestException as exc:
+        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             raise ApiError(f"{path}: the response was cut off ({_short_reason(exc)})", transient=True) from None
         return b"".join(chunks)
+
+
+def _arrivals(response: requests.Response, size: int) -> Iterator[bytes]:
+    """The body in pieces as they arrive, so the caller's deadline check runs however slowly bytes trickle.
+
+    iter_content blocks until a whole chunk is filled (each byte resetting the socket timeout), so a server
+    sending a byte a second held a pull for hours; read1 returns whatever has arrived.
+    """
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:  # urllib3 older than 2.3
+        yield from response.iter_content(size)
+        return
+    while True:
+        chunk = read1(size, decode_content=True)
+        if not chunk:
+            return
+        yield chunk
 
 
 def _wait_for(client: KijitoClient) -> Callable[[tenacity.RetryCallState], float]:
