@@ -7,6 +7,7 @@ Every envelope is parsed into a typed result or raises `ApiError`. Nothing malfo
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from kijito_pull import __version__
 from kijito_pull.models import Message
 
 USER_AGENT = f"kijito-pull/{__version__}"
+log = logging.getLogger("kijito_pull.http")
 DEFAULT_TIMEOUT = 5.0
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
@@ -359,6 +361,8 @@ class KijitoClient:
             raise ApiError(f"{path}: request failed ({type(exc).__name__})") from None
         with response:
             status = response.status_code
+            log.debug("%s %s %s %.0f ms", method, response.request.path_url, status,
+                      (time.monotonic() - started) * 1000)
             if 300 <= status < 400:
                 raise ApiError(f"{path}: the server redirected ({status}); redirects are never followed",
                                status=status)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -133,7 +133,7 @@ class Engine:
     def __init__(self, client: InboxSource, store: StateStore, signals: SignalFactory, *, persona: str,
                  consumer: str = "agent", max_replay: int = DEFAULT_MAX_REPLAY,
                  page_budget: int = DEFAULT_PAGE_BUDGET, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                 suppress_authors: Iterable[str] = ()):
+                 suppress_authors: Iterable[str] = (), progress: Callable[[int, int], None] | None = None):
         self.client = client
         self.store = store
         self.factory = signals
@@ -144,6 +144,7 @@ class Engine:
         self.lock_timeout = lock_timeout
         # Self-echo: mail the watched persona wrote itself is acknowledged silently, never delivered.
         self.suppressed = {persona, *suppress_authors}
+        self.progress = progress  # called with (pages walked, messages found) during a catch-up walk
 
     @contextlib.contextmanager
     def open(self, peek: bool = False) -> Iterator[Pull]:
@@ -245,3 +246,5 @@ class Engine:
                 cov.problem = f"a backward page failed ({exc})"
                 return cov
             cov.pages += 1
+            if self.progress is not None:
+                self.progress(cov.pages, len(cov.rows))

@@ -57,11 +57,13 @@ class NdjsonSink(Sink):
 class TextSink(Sink):
     """Readable text for a person; diagnostics go to stderr so stdout stays only mail."""
 
-    def __init__(self, stream: IO[str], notes: IO[str]):
+    def __init__(self, stream: IO[str], notes: IO[str] | None):
         self.stream = stream
-        self.notes = notes
+        self.notes = notes  # None: --quiet
 
     def signal(self, event: dict) -> None:
+        if self.notes is None:
+            return
         detail = event.get("reason") or ", ".join(
             f"{k}={event[k]}" for k in ("seeded", "dropped", "capped_to", "redelivered") if k in event)
         _write(self.notes, render.sanitize(f"kijito-pull: note: {event.get('persona')}: {event['event']}: {detail}\n"))

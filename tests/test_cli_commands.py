@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import subprocess
 
 import pytest
 
+from kijito_pull.cli.environment import Environment
+from kijito_pull.cli.main import main
 from kijito_pull.sandbox import Sandbox
 from tests.clirunner import Cli
 
@@ -181,3 +185,56 @@ def test_demo_runs_the_whole_loop(tmp_path):
     assert "kijito-pull show 3 --persona demo-agent" in out  # the long one is clipped with the way to read it
     assert '"event": "new"' in out and "0 new messages" in out
     assert not (tmp_path / "state").exists()  # the demo keeps its state to itself
+
+
+def test_completion_scripts_complete_commands_and_flags(cli, tmp_path):
+    result = cli("completion", "bash")
+    assert result.code == 0
+    script = tmp_path / "completion.sh"
+    script.write_text(result.stdout)
+    probe = ('source "$1"; COMP_WORDS=(kijito-pull wa); COMP_CWORD=1; _kijito_pull; echo "${COMPREPLY[@]}"; '
+             'COMP_WORDS=(kijito-pull watch --events-f); COMP_CWORD=2; _kijito_pull; echo "${COMPREPLY[@]}"; '
+             'COMP_WORDS=(kijito-pull --once --pe); COMP_CWORD=2; _kijito_pull; echo "${COMPREPLY[@]}"')
+    out = subprocess.run(["bash", "-c", probe, "probe", str(script)], capture_output=True, text=True).stdout
+    assert out.splitlines() == ["watch", "--events-file --events-file-template", "--peek --persona"]
+    zsh = cli("completion", "zsh").stdout
+    assert "bashcompinit" in zsh and "complete -F _kijito_pull kijito-pull" in zsh
+
+
+def test_verbose_logs_requests_without_the_token(sb, cli):
+    sb.send(to="P", sender="Q", content="x")
+    result = cli("--once", "--persona", "P", "--verbose")
+    assert result.code == 0
+    assert "kijito-pull: GET /api/inbox?persona=P&mark_read=false 200" in result.stderr
+    assert TOKEN not in result.stderr and TOKEN not in result.stdout
+
+
+def test_quiet_silences_notes_but_not_errors(sb, cli):
+    for i in range(3):
+        sb.send(to="P", sender="Q", content=f"m{i}")
+    noisy = cli("--once", "--persona", "P", "--max-replay", "1", "--consumer", "a")
+    assert "replay_capped" in noisy.stderr
+    quiet = cli("--once", "--persona", "P", "--max-replay", "1", "--consumer", "b", "-q")
+    assert quiet.stderr == "" and "m2" in quiet.stdout
+    assert cli("--once", "--persona", "P", "-q", env={"KIJITOMON_TOKEN": ""}).stderr  # errors still speak
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_catch_up_shows_progress_on_a_terminal_only(sb, cli):
+    sb.send(to="P", sender="Q", content="first")
+    cli("--once", "--persona", "P")
+    for i in range(120):
+        sb.send(to="P", sender="Q", content=f"gap {i}")
+    terminal = _Terminal()
+    code = main(["--once", "--json", "--persona", "P"],
+                Environment(stdout=io.StringIO(), stderr=terminal, environ=cli.environ, cwd=str(cli.state_dir)))
+    assert code == 0
+    assert "catching up: 6 pages back" in terminal.getvalue() and terminal.getvalue().endswith("\n")
+    for i in range(120):
+        sb.send(to="P", sender="Q", content=f"gap2 {i}")
+    piped = cli("--once", "--json", "--persona", "P")
+    assert piped.code == 0 and len(piped.new_ids) == 120 and "catching up" not in piped.stderr

@@ -10,6 +10,7 @@ import kijito_pull.hooks.early  # noqa: F401
 
 import argparse
 import functools
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 from kijito_pull import __version__
 from kijito_pull.cli import (
+    completion_cmd,
     demo_cmd,
     hook_cmd,
     lifecycle_cmd,
@@ -33,7 +35,7 @@ from kijito_pull.config import ConfigError
 from kijito_pull.exitcodes import ExitCode
 
 COMMANDS = (pull_cmd, watch_cmd, show_cmd, status_cmd, send_cmd, optin_cmd, sandbox_cmd, demo_cmd, hook_cmd,
-            lifecycle_cmd)
+            lifecycle_cmd, completion_cmd)
 
 DESCRIPTION = """\
 Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never skipping a message.
@@ -79,6 +81,11 @@ def build_parser(env: Environment | None = None) -> argparse.ArgumentParser:
                                 parser_class=functools.partial(_Parser, env=env))
     for module in COMMANDS:
         module.register(sub)
+    for command in sub.choices.values():
+        noise = command.add_argument_group("output volume").add_mutually_exclusive_group()
+        noise.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr (no notes, no progress)")
+        noise.add_argument("-v", "--verbose", action="store_true",
+                           help="also log each HTTP request (method, path, status, time; never the token)")
     return parser
 
 
@@ -100,6 +107,8 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     if not getattr(args, "run", None):
         parser.print_help(env.stdout)
         return ExitCode.USAGE
+    if getattr(args, "verbose", False):
+        _log_requests_to(env)
     try:
         return int(args.run(args, env))
     except ConfigError as exc:
@@ -110,6 +119,15 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         return 130
     except BrokenPipeError:
         return ExitCode.SOURCE_FAILED
+
+
+def _log_requests_to(env: Environment) -> None:
+    handler = logging.StreamHandler(env.stderr)
+    handler.setFormatter(logging.Formatter("kijito-pull: %(message)s"))
+    logger = logging.getLogger("kijito_pull")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
 
 
 def console() -> int:

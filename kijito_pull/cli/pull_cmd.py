@@ -8,6 +8,7 @@ from kijito_pull import paths
 from kijito_pull.api import ApiError
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
+from kijito_pull.cli.progress import WalkProgress
 from kijito_pull.delivery import pull_through
 from kijito_pull.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.events import EventFactory
@@ -48,16 +49,20 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     conn = options.connection(args, env)
     client = options.client(conn, args)
     factory = EventFactory()
-    sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(env.stdout, env.stderr)
+    sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(env.stdout, None if args.quiet else env.stderr)
     worst = ExitCode.OK
     try:
         for persona in personas:
             store = StateStore(*paths.cursor_paths(env.environ, conn.api_base, persona, consumer),
                                identity={"api_base": conn.api_base, "persona": persona, "consumer": consumer})
+            progress = WalkProgress.for_terminal(env.stderr, persona, quiet=args.quiet)
             engine = Engine(client, store, factory, persona=persona, consumer=consumer,
                             max_replay=args.max_replay, page_budget=args.page_budget,
-                            lock_timeout=args.lock_timeout)
-            worst = max(worst, _pull_one(engine, factory, sink, env, peek=args.peek))
+                            lock_timeout=args.lock_timeout, progress=progress)
+            try:
+                worst = max(worst, _pull_one(engine, factory, sink, env, peek=args.peek))
+            finally:
+                progress.done()
     finally:
         client.close()
     return worst
