@@ -115,6 +115,26 @@ def counts(fm: FakeModel, request: dict, needles: list[str]) -> dict[str, int]:
     return {n: text.count(n) for n in needles}
 
 
+STOP_ECHO = "Stop hook blocking error from command"
+
+
+def handovers(fm: FakeModel, request: dict, needles: list[str]) -> dict[str, int]:
+    """How often each needle was handed to the model, as the conversation in `request` shows it.
+
+    Claude Code 2.1.197 keeps a Stop hook's block reason twice in later requests: as the user text
+    "Stop hook feedback: ..." and as a system-role "Stop hook blocking error from command ..." copy.
+    The copy is Claude Code's, not a second hand-over, so it is not counted."""
+    body = request.get("body") or {}
+    kept = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if message.get("role") == "system" and isinstance(content, str) and content.startswith(STOP_ECHO):
+            continue
+        kept.append(message)
+    text = fm.text_of({"body": {"system": body.get("system"), "messages": kept}})
+    return {n: text.count(n) for n in needles}
+
+
 def repo_checkout(dest: Path) -> Path:
     """The repository as a clone would have it (tracked and new files, nothing ignored): what
     `claude plugin marketplace add <repo dir>` is pointed at by a user."""

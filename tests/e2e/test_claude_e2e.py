@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_claude_p_gets_waiting_mail_first_and_new_mail_at_stop_once(
     assert "Stop hook" in fm.text_of(late_request)
     assert len(convo) <= 3, len(convo)
     # Nothing handed over twice: the whole conversation, as the last request carries it.
-    assert ch.counts(fm, convo[-1], ["MAIL-WAITING", "MAIL-LATE"]) == {"MAIL-WAITING": 1, "MAIL-LATE": 1}
+    assert ch.handovers(fm, convo[-1], ["MAIL-WAITING", "MAIL-LATE"]) == {"MAIL-WAITING": 1, "MAIL-LATE": 1}
     assert ch.waker_pids(state) == []
 
 
@@ -154,56 +155,87 @@ def _send_and_wait(fm: FakeModel, sandbox, marker: str) -> float:
 
 
 def test_idle_stream_json_session_is_woken_once_per_mail_with_one_waker_across_clear(
-    claude_harness: h.Harness, fake_model: FakeModel, sandbox, state: Path, e2e_home: Path, tmp_path: Path
+    claude_harness: h.Harness, netns: h.NetNS, sandbox, state: Path, e2e_home: Path, tmp_path: Path
 ) -> None:
     """stream-json reports CLAUDE_CODE_ENTRYPOINT=sdk-cli like `claude -p`, so the interactive mode is
     forced with KIJITO_PULL_MODE=interactive; the TUI test below covers the real detection."""
     project = ch.make_project(tmp_path)
     env = ch.hook_env(sandbox.url, state, KIJITO_PULL_MODE="interactive")
-    proc = h.start_claude_stream_json(claude_harness, base_url=fake_model.url, home=e2e_home, cwd=project,
-                                      plugin_dirs=[ch.REPO], env=env)
-    with proc:
-        # No prompt is ever needed: SessionStart arms the one waker of the idle session.
-        assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), proc.diagnostics()
-        # Mail that arrives while SessionStart is still collecting its context goes into that context
-        # (the model reads it with the first turn); the wake is for mail that comes after.
-        # SessionStart's first pull leaves the cursor file behind (first contact: baselined).
-        assert ch.wait_until(lambda: any((state / "cursors").glob("*.json")), 15), proc.diagnostics()
-        assert fake_model.model_requests == []
+    slow = threading.Event()
 
-        latency = _send_and_wait(fake_model, sandbox, "IDLE-MAIL-1")
-        assert latency < WAKE_BUDGET, latency
-        # Re-armed at the end of the woken turn, and still only one.
-        assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
-        time.sleep(1.5)
-        assert len(ch.waker_pids(state)) == 1
+    def reply(request: dict) -> str:
+        text = FakeModel.text_of(request)
+        if slow.is_set() and "BUSY-PROMPT" in text and "BUSY-MAIL" not in text:
+            time.sleep(4)  # the agent is busy with its turn
+        return "ok"
 
-        # Two messages at once: each handed over exactly once.
-        start_index = len(fake_model.requests)
-        sandbox.send(ch.PERSONA, "loom", "BURST-A")
-        sandbox.send(ch.PERSONA, "loom", "BURST-B")
-        assert fake_model.wait_for(lambda r: "BURST-B" in fake_model.text_of(r) and "BURST-A" in
-                                   fake_model.text_of(r), timeout=15, start=start_index), proc.diagnostics()
-        time.sleep(3)  # let any duplicate show up
-        last = fake_model.model_requests[-1]
-        assert ch.counts(fake_model, last, ["IDLE-MAIL-1", "BURST-A", "BURST-B"]) == {
-            "IDLE-MAIL-1": 1, "BURST-A": 1, "BURST-B": 1}
-        assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
+    fake_model = FakeModel(reply, bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")).start()
+    try:
+        proc = h.start_claude_stream_json(claude_harness, base_url=fake_model.url, home=e2e_home, cwd=project,
+                                          plugin_dirs=[ch.REPO], env=env)
+        with proc:
+            # No prompt is ever needed: SessionStart arms the one waker of the idle session.
+            assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), proc.diagnostics()
+            # Mail that arrives while SessionStart is still collecting its context goes into that context
+            # (the model reads it with the first turn); the wake is for mail that comes after.
+            # SessionStart's first pull leaves the cursor file behind (first contact: baselined).
+            assert ch.wait_until(lambda: any((state / "cursors").glob("*.json")), 15), proc.diagnostics()
+            assert fake_model.model_requests == []
 
-        # /clear: the session id changes; the old waker goes, exactly one new one is armed.
-        before = ch.waker_pids(state)
-        proc.send(h.claude_user_message("/clear"))
-        assert ch.wait_until(lambda: (p := ch.waker_pids(state)) and p != before, 15), proc.diagnostics()
-        time.sleep(1.5)
-        assert len(ch.waker_pids(state)) == 1
-        leases = [json.loads(p.read_text()) for p in (state / "sessions").glob("*.json")]
-        assert len(leases) == 1 and leases[0]["pid"] == ch.waker_pids(state)[0]
-        assert _send_and_wait(fake_model, sandbox, "AFTER-CLEAR") < WAKE_BUDGET
+            latency = _send_and_wait(fake_model, sandbox, "IDLE-MAIL-1")
+            assert latency < WAKE_BUDGET, latency
+            # Re-armed at the end of the woken turn, and still only one.
+            assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
+            time.sleep(1.5)
+            assert len(ch.waker_pids(state)) == 1
 
-        # No orphan: Claude Code dies without a word (no SessionEnd); its waker ends by itself.
-        assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
-        os.kill(proc.proc.pid, signal.SIGKILL)
-        assert ch.wait_until(lambda: ch.waker_pids(state) == [], 5), "a waker outlived its Claude Code"
+            # Two messages at once: each handed over exactly once.
+            start_index = len(fake_model.requests)
+            sandbox.send(ch.PERSONA, "loom", "BURST-A")
+            sandbox.send(ch.PERSONA, "loom", "BURST-B")
+            assert fake_model.wait_for(lambda r: "BURST-B" in fake_model.text_of(r) and "BURST-A" in
+                                       fake_model.text_of(r), timeout=15, start=start_index), proc.diagnostics()
+            time.sleep(3)  # let any duplicate show up
+            last = fake_model.model_requests[-1]
+            assert ch.handovers(fake_model, last, ["IDLE-MAIL-1", "BURST-A", "BURST-B"]) == {
+                "IDLE-MAIL-1": 1, "BURST-A": 1, "BURST-B": 1}
+            assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
+
+            # Mail that arrives while the agent is busy: handed over once (by the Stop hook), even though
+            # the doorbell rang mid-turn and starts one more (empty) turn after it.
+            slow.set()
+            start_index = len(fake_model.requests)
+            proc.send(h.claude_user_message("BUSY-PROMPT: a long task"))
+            assert fake_model.wait_for(lambda r: "BUSY-PROMPT" in fake_model.text_of(r), 15, start=start_index)
+            sandbox.send(ch.PERSONA, "loom", "BUSY-MAIL")
+            assert ch.wait_for_conversation(fake_model, "BUSY-MAIL", timeout=20, start=start_index)
+            slow.clear()
+            time.sleep(4)
+            assert ch.handovers(fake_model, fake_model.model_requests[-1], ["BUSY-MAIL"]) == {"BUSY-MAIL": 1}
+            assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
+
+            # Compaction starts the session again (SessionStart, source compact): still one waker.
+            proc.send(h.claude_user_message("/compact"))
+            assert proc.wait_for_event(lambda e: e.get("subtype") == "compact_boundary", timeout=30), proc.diagnostics()
+            time.sleep(1.5)
+            assert len(ch.waker_pids(state)) == 1
+
+            # /clear: the session id changes; the old waker goes, exactly one new one is armed.
+            before = ch.waker_pids(state)
+            proc.send(h.claude_user_message("/clear"))
+            assert ch.wait_until(lambda: (p := ch.waker_pids(state)) and p != before, 15), proc.diagnostics()
+            time.sleep(1.5)
+            assert len(ch.waker_pids(state)) == 1
+            leases = [json.loads(p.read_text()) for p in (state / "sessions").glob("*.json")]
+            assert len(leases) == 1 and leases[0]["pid"] == ch.waker_pids(state)[0]
+            assert _send_and_wait(fake_model, sandbox, "AFTER-CLEAR") < WAKE_BUDGET
+
+            # No orphan: Claude Code dies without a word (no SessionEnd); its waker ends by itself.
+            assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
+            os.kill(proc.proc.pid, signal.SIGKILL)
+            assert ch.wait_until(lambda: ch.waker_pids(state) == [], 5), "a waker outlived its Claude Code"
+    finally:
+        fake_model.stop()
 
 
 def test_tui_session_is_woken_when_idle_and_leaves_no_waker_after_exit(
