@@ -64,7 +64,7 @@ class Runner:
             self.env["PYTHONPATH"] = str(REPO)
 
     def run(self, *argv: str, stdout=subprocess.DEVNULL, profile: str | None = None):
-        """Run once; returns (exit code, wall seconds, peak RSS KiB of the child)."""
+        """Run once; returns (wall seconds, peak RSS KiB, CPU seconds user+sys) of the child."""
         cmd = [*self.prefix, *argv]
         if profile:
             cmd = [sys.executable, "-m", "cProfile", "-o", profile, "-m", "kijito_pull", *argv]
@@ -78,10 +78,10 @@ class Runner:
             err = errfile.read().decode("utf-8", "replace")
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {err}")
-        return elapsed, usage.ru_maxrss
+        return elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime
 
 
-def bench_idle(runs: int, via: str) -> dict:
+def bench_idle(runs: int, via: str, profile_imports: bool = False) -> dict:
     with Sandbox(token=TOKEN, window_limit=20).start() as sb, tempfile.TemporaryDirectory() as tmp:
         r = Runner(sb, Path(tmp), via)
         for i in range(30):
@@ -89,11 +89,12 @@ def bench_idle(runs: int, via: str) -> dict:
         r.run("--once", "--json", "--persona", PERSONA)  # first contact: the cursor is established
         for _ in range(3):  # warm the page cache
             r.run("--once", "--json", "--persona", PERSONA)
-        times, requests, inbox = [], [], []
+        times, cpu, requests, inbox = [], [], [], []
         for _ in range(runs):
             sb.clear_requests()
-            elapsed, _ = r.run("--once", "--json", "--persona", PERSONA)
+            elapsed, _, cpu_s = r.run("--once", "--json", "--persona", PERSONA)
             times.append(elapsed)
+            cpu.append(cpu_s)
             log = sb.requests
             requests.append(len(log))
             inbox.append(sum(1 for e in log if e["path"] == "/api/inbox"))
@@ -108,7 +109,14 @@ def bench_idle(runs: int, via: str) -> dict:
             t = time.perf_counter()
             subprocess.run([sys.executable, "-c", "import requests"], check=True)
             req.append(time.perf_counter() - t)
+        importtime = None
+        if profile_imports:
+            proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "kijito_pull", "--once", "--json",
+                                   "--persona", PERSONA], env={**r.env, "PYTHONPATH": str(REPO)},
+                                  capture_output=True, text=True, check=True)
+            importtime = proc.stderr
         return {"runs": runs, "p50": percentile(times, 0.5), "p95": percentile(times, 0.95),
+                "cpu_p50": percentile(cpu, 0.5), "importtime": importtime,
                 "min": min(times), "max": max(times),
                 "requests": sorted(set(requests)), "inbox_requests": sorted(set(inbox)),
                 "python_p50": statistics.median(base), "python_requests_p50": statistics.median(req)}
@@ -124,10 +132,10 @@ def bench_catchup(gap: int, limit: int, via: str, profile: str | None) -> dict:
         sb.clear_requests()
         out_path = Path(tmp) / "out.ndjson"
         with open(out_path, "wb") as out:
-            elapsed, rss_kib = r.run("--once", "--json", "--persona", PERSONA, stdout=out)
+            elapsed, rss_kib, cpu_s = r.run("--once", "--json", "--persona", PERSONA, stdout=out)
         lines = out_path.read_bytes().count(b"\n")
         log = sb.requests
-        result = {"gap": gap, "limit": limit, "elapsed": elapsed, "rss_mib": rss_kib / 1024,
+        result = {"gap": gap, "limit": limit, "elapsed": elapsed, "rss_mib": rss_kib / 1024, "cpu": cpu_s,
                   "requests": len(log), "inbox_requests": sum(1 for e in log if e["path"] == "/api/inbox"),
                   "target_requests": math.ceil(gap / limit) + 1, "lines": lines}
         if profile:
@@ -163,12 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     print("| benchmark | metric | result | target | |")
     print("|---|---|---|---|---|")
     if args.only in (None, "idle"):
-        a = bench_idle(args.runs, args.via)
+        a = bench_idle(args.runs, args.via, args.profile is not None)
         ms = 1000
         print(f"| `--once`, nothing new ({a['runs']} runs) | wall p50 | {a['p50'] * ms:.0f} ms | <= 250 ms | "
               f"{verdict(a['p50'] <= 0.250)} |")
         print(f"| | wall p95 | {a['p95'] * ms:.0f} ms | | |")
         print(f"| | wall min / max | {a['min'] * ms:.0f} / {a['max'] * ms:.0f} ms | | |")
+        print(f"| | child CPU (user+sys) p50 | {a['cpu_p50'] * ms:.0f} ms | | |")
         print(f"| | requests per run | {', '.join(map(str, a['requests']))} | 1 | "
               f"{verdict(a['requests'] == [1])} |")
         print(f"| | for scale: `python -c pass` / `-c 'import requests'` p50 | {a['python_p50'] * ms:.0f} / "
@@ -180,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{b['target_requests']} | {verdict(b['requests'] <= b['target_requests'])} |")
         print(f"| | wall time | {b['elapsed']:.2f} s | <= 5 s | {verdict(b['elapsed'] <= 5)} |")
         print(f"| | per message | {b['elapsed'] / b['gap'] * 1000:.2f} ms | | |")
+        print(f"| | child CPU (user+sys) | {b['cpu']:.2f} s | | |")
         print(f"| | peak RSS (child) | {b['rss_mib']:.1f} MiB | | |")
         print(f"| | events written | {b['lines']} | {b['gap']} | {verdict(b['lines'] == b['gap'])} |")
         if args.profile:
@@ -188,6 +198,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\ncProfile of the catch-up ({args.profile}), top by cumulative time:\n```")
             pstats.Stats(args.profile, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
             print("```")
+    if args.profile and args.only in (None, "idle") and a.get("importtime"):
+        print("\n`-X importtime` of one nothing-new run, the heaviest imports (cumulative µs):\n```")
+        rows = []
+        for line in a["importtime"].splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[1].strip().isdigit():
+                rows.append((int(parts[1]), parts[2].rstrip()))
+        for cumulative, name in sorted(rows, reverse=True)[:20]:
+            print(f"{cumulative:>9}  {name}")
+        print("```")
     return 0
 
 
