@@ -74,6 +74,7 @@ class Pull:
         self._next = 0
         self._acked_ahead: set[int] = set()
         self._dirty = False
+        self._unsynced = False  # a save whose directory entry is not yet fsynced
 
     @property
     def pinned(self) -> bool:
@@ -95,12 +96,12 @@ class Pull:
             self._acked_ahead.discard(self._order[self._next])
             self._next += 1
         self._dirty = True
-        self._persist()
+        self._persist(final=False)
 
     def finish(self) -> None:
         """Persist the final position: past everything taken, never past the first message not taken."""
         if self.mode == NORMAL or self._dirty or self.all_taken:
-            self._persist()
+            self._persist(final=True)
 
     @property
     def all_taken(self) -> bool:
@@ -120,13 +121,17 @@ class Pull:
         above = sorted(i for i in set(before.delivered_above) | self._acked_ahead if i > watermark)
         return CursorState(cursor=watermark, delivered_above=above, pin=None)
 
-    def _persist(self) -> None:
+    def _persist(self, final: bool) -> None:
         if self._peek:
             return
         after = self.state_after()
         if after != self._before:
-            self._engine.store.save(after)
+            self._engine.store.save(after, sync_dir=final)
             self._before = after
+            self._unsynced = not final
+        elif final and self._unsynced:
+            self._engine.store.sync()  # make the last per-message save durable too
+            self._unsynced = False
 
 
 class Engine:

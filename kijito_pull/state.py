@@ -135,9 +135,17 @@ class StateStore:
                 time.sleep(LOCK_POLL_SECONDS)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            self._remove_stale_temp_files()
             yield
         finally:
             os.close(fd)  # closing releases the flock; a killed process releases it too
+
+    def _remove_stale_temp_files(self) -> None:
+        """Temp files of a writer killed mid-save; only the lock holder writes them, so under the lock
+        every one that exists is an orphan."""
+        for orphan in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+            with contextlib.suppress(OSError):
+                orphan.unlink()
 
     def lock_holder(self) -> int | None:
         """The pid holding the lock now, 0 if held by an unknown process, None if free."""
@@ -230,8 +238,20 @@ class StateStore:
 
     # -- writing -----------------------------------------------------------------------------------
 
-    def save(self, state: CursorState) -> None:
-        """Write atomically and durably: temp file, fsync, rename, directory fsync. Files 0600."""
+    def sync(self) -> None:
+        """Make the last save's rename durable (see `save(sync_dir=False)`)."""
+        try:
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise StateError(f"cannot sync state directory {self.path.parent}: {exc.strerror}") from None
+
+    def save(self, state: CursorState, *, sync_dir: bool = True) -> None:
+        """Write atomically: temp file, fsync, rename, then (unless `sync_dir` is False) directory fsync.
+
+        The file's data is always fsynced before the rename, so the state is never torn. Skipping the
+        directory fsync (the per-message acks of one pull) only risks the *previous* state coming back
+        after a power loss, which repeats mail but never skips it; the pull's final save syncs it.
+        """
         document = {
             "schema": SCHEMA,
             "identity": self.identity,
@@ -241,7 +261,7 @@ class StateStore:
             "updated": _now(),
             "writer": f"kijito-pull/{__version__}",
         }
-        payload = (json.dumps(document, indent=1) + "\n").encode("utf-8")
+        payload = (json.dumps(document) + "\n").encode("utf-8")
         directory = self.path.parent
         ensure_private_dir(directory)
         tmp = directory / f".{self.path.name}.{os.getpid()}.tmp"
@@ -257,7 +277,8 @@ class StateStore:
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-            _fsync_dir(directory)
+            if sync_dir:
+                _fsync_dir(directory)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

@@ -370,3 +370,17 @@ def test_an_empty_inbox_is_recorded_below_id_zero(store, factory):
     _, pending = pull_once(eng)
     assert pending == [0, 1]
     assert saved(store).cursor == 1
+
+
+def test_per_message_acks_defer_only_the_directory_sync_to_the_end(store, factory, monkeypatch):
+    """Each ack's file data is fsynced before its rename; the directory entry is synced once, at the end."""
+    import kijito_pull.state as state_module
+
+    store.save(CursorState(cursor=10))
+    calls: list[str] = []
+    real_fsync = state_module.os.fsync
+    monkeypatch.setattr(state_module.os, "fsync", lambda fd: (calls.append("file"), real_fsync(fd))[1])
+    monkeypatch.setattr(state_module, "_fsync_dir", lambda p: calls.append("dir"))
+    pull_once(engine(FakeInbox(range(5, 16)), store, factory))
+    assert calls == ["file"] * 5 + ["dir"], repr(calls)
+    assert saved(store).cursor == 15

@@ -483,3 +483,15 @@ def test_the_empty_inbox_cursor_is_valid(store):
     """An inbox seen empty is recorded below every id: a new account's first message may be id 0."""
     store.save(CursorState(cursor=-1))
     assert store.load().state.cursor == -1
+
+
+def test_a_killed_writers_temp_files_are_removed_under_the_lock(store):
+    store.save(CursorState(cursor=1))
+    orphan = store.path.parent / f".{store.path.name}.99999.tmp"
+    orphan.write_text("half a state")
+    unrelated = store.path.parent / ".other.json.99999.tmp"
+    unrelated.write_text("another cursor's")
+    with store.locked(1.0):
+        pass
+    assert not orphan.exists() and unrelated.exists()
+    assert store.load().state.cursor == 1
