@@ -10,6 +10,7 @@ import kijito_pull.hooks.early  # noqa: F401
 
 import argparse
 import functools
+import importlib
 import logging
 import os
 import sys
@@ -17,25 +18,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from kijito_pull import __version__
-from kijito_pull.cli import (
-    completion_cmd,
-    demo_cmd,
-    hook_cmd,
-    lifecycle_cmd,
-    optin_cmd,
-    pull_cmd,
-    sandbox_cmd,
-    send_cmd,
-    show_cmd,
-    status_cmd,
-    watch_cmd,
-)
 from kijito_pull.cli.environment import Environment
 from kijito_pull.config import ConfigError
 from kijito_pull.exitcodes import ExitCode
 
-COMMANDS = (pull_cmd, watch_cmd, show_cmd, status_cmd, send_cmd, optin_cmd, sandbox_cmd, demo_cmd, hook_cmd,
-            lifecycle_cmd, completion_cmd)
+# Command name -> its module. Only the module of the command being run is imported, so a hook or a
+# `--once` does not pay for the sandbox, the watch loop or the lifecycle code at start-up.
+COMMANDS = {
+    "pull": "pull_cmd", "watch": "watch_cmd", "show": "show_cmd", "status": "status_cmd", "send": "send_cmd",
+    "optin": "optin_cmd", "sandbox": "sandbox_cmd", "demo": "demo_cmd", "hook": "hook_cmd",
+    "session": "lifecycle_cmd", "completion": "completion_cmd",
+}
 
 DESCRIPTION = """\
 Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never skipping a message.
@@ -73,14 +66,16 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(ExitCode.USAGE)
 
 
-def build_parser(env: Environment | None = None) -> argparse.ArgumentParser:
+def build_parser(env: Environment | None = None, only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with `only` a parser that knows just that command (faster to import)."""
     parser = _Parser(prog="kijito-pull", description=DESCRIPTION, epilog=EPILOG, env=env,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kijito-pull {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=functools.partial(_Parser, env=env))
-    for module in COMMANDS:
-        module.register(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f"kijito_pull.cli.{module}").register(sub)
     for command in sub.choices.values():
         noise = command.add_argument_group("output volume").add_mutually_exclusive_group()
         noise.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr (no notes, no progress)")
@@ -99,7 +94,8 @@ def _normalise(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
     env = env or Environment()
     args_list = _normalise(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser(env)
+    first = args_list[0] if args_list and not args_list[0].startswith("-") else None
+    parser = build_parser(env, only=first if first in COMMANDS else None)
     try:
         args = parser.parse_args(args_list)
     except SystemExit as exc:
