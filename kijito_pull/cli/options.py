@@ -89,5 +89,7 @@ def personas(args: argparse.Namespace, env: Environment) -> list[str]:
 
 
 def consumer(args: argparse.Namespace, env: Environment) -> str:
-    name: str | None = args.consumer or file_settings(env).get("consumer") or config.DEFAULT_CONSUMER
+    # An explicit --consumer "" (say, from an unset shell variable) is an error, not the agent's own cursor.
+    name: str | None = args.consumer if args.consumer is not None else (
+        file_settings(env).get("consumer") or config.DEFAULT_CONSUMER)
     return config.validate_consumer(str(name))
