@@ -377,24 +377,31 @@ class KijitoClient:
         try:
             return json.loads(body)
         except (ValueError, RecursionError):  # RecursionError: nesting too deep for the decoder
+            body.clear()  # see _read_body: a failure must not keep the body alive
             raise ApiError(f"{path}: the response is not valid JSON") from None
 
-    def _read_body(self, response: requests.Response, path: str, timeout: float, started: float) -> bytes:
+    def _read_body(self, response: requests.Response, path: str, timeout: float, started: float) -> bytearray:
         """Read at most MAX_BODY_BYTES within the call's time, so a hostile server cannot exhaust us."""
-        chunks = []
-        total = 0
+        # One growing buffer, not a list of chunks joined at the end: joining held the body twice, and
+        # the watch loop reads two bodies at once (counts and an inbox).
+        body = bytearray()
         limit_at = started + max(timeout, self.deadline)
         try:
             for chunk in _arrivals(response, 65536):
-                total += len(chunk)
-                if total > MAX_BODY_BYTES:
+                if len(body) + len(chunk) > MAX_BODY_BYTES:
                     raise ApiError(f"{path}: the response is larger than {MAX_BODY_BYTES // 2**20} MiB")
                 if time.monotonic() > limit_at:
                     raise ApiError(f"{path}: the response took too long to arrive", transient=True)
-                chunks.append(chunk)
+                body += chunk
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+            body.clear()
             raise ApiError(f"{path}: the response was cut off ({_short_reason(exc)})", transient=True) from None
-        return b"".join(chunks)
+        except ApiError:
+            # The traceback keeps this frame, and tenacity's retry state makes it a reference cycle, so
+            # without this the buffer (up to MAX_BODY_BYTES) lived on until the cycle collector ran.
+            body.clear()
+            raise
+        return body
 
 
 def _arrivals(response: requests.Response, size: int) -> Iterator[bytes]:
