@@ -135,7 +135,8 @@ def test_not_opted_in_imports_nothing_heavy(plain):
         "else:\n"
         "    code = 'no exit'\n"
         "heavy = sorted(m for m in ('requests', 'urllib3', 'tenacity', 'platformdirs', 'kijito_pull.api',\n"
-        "               'kijito_pull.engine', 'argparse', 'http.client', 'socket', 'ssl') if m in sys.modules)\n"
+        "               'kijito_pull.engine', 'argparse', 'http.client', 'socket', 'ssl', 'dataclasses',\n"
+        "               'kijito_pull.optin', 'kijito_pull.lifecycle', 'typing') if m in sys.modules)\n"
         "print(code, heavy)\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], input=json.dumps({"cwd": str(plain)}), capture_output=True,
@@ -665,3 +666,76 @@ def test_plugin_files_call_only_known_hooks():
                 else:
                     assert "async" not in hook and hook["timeout"] >= 5
     assert wakers == 2  # armed at session start and re-armed at every turn end
+
+
+# -- the opt-in pre-check never disagrees with optin ------------------------------------------------------
+
+
+def test_precheck_reads_the_same_files_as_optin():
+    from kijito_pull import optin
+
+    assert fastpath.OPT_IN_FILES == optin.FILES
+    assert fastpath._READ_LIMIT >= optin.MAX_FILE_BYTES
+
+
+OPT_IN_SPELLINGS = [
+    "inbox monitor: raise on start", "- Inbox Monitor: Raise On Start", "* INBOX MONITOR : raise on start",
+    "1. inbox monitor:raise on start", "  + inbox monitor:   raise on start  ",
+    "\u0130NBOX MON\u0130TOR: raise on start", "\u0131nbox mon\u0131tor: raise on start",
+    "# notes\n\n- inbox monitor: raise on start\n- inbox persona: river\n",
+]
+
+
+@pytest.mark.parametrize("text", OPT_IN_SPELLINGS)
+@pytest.mark.parametrize("where", ["here", "parent", "claude-md"])
+def test_precheck_never_says_no_where_optin_says_yes(tmp_path, text, where):
+    from kijito_pull import optin
+
+    repo = tmp_path / "repo"
+    start = repo / "sub" / "dir"
+    start.mkdir(parents=True)
+    (repo / ".git").mkdir()
+    target = {"here": start / "AGENTS.md", "parent": repo / "AGENTS.md", "claude-md": repo / "sub" / "CLAUDE.md"}
+    target[where].write_text(text, encoding="utf-8")
+    assert optin.resolve(start, {}).opted_in
+    assert fastpath.may_be_opted_in(str(start))
+
+
+@pytest.mark.parametrize("text", ["", "# nothing here", "inbox persona: river", "the inbox is monitored",
+                                  "inbox  monitor: raise on start"])
+def test_precheck_says_no_for_projects_that_never_mention_it(tmp_path, text):
+    from kijito_pull import optin
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "AGENTS.md").write_text(text)
+    if fastpath.may_be_opted_in(str(tmp_path)):
+        return  # "maybe" is always allowed; optin decides
+    assert not optin.resolve(tmp_path, {}).opted_in
+
+
+def test_precheck_property(tmp_path_factory):
+    """Any spelling optin accepts (random case, Unicode case variants, bullets, spacing) passes."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from kijito_pull import optin
+
+    variants = {"i": "iI\u0130\u0131", "k": "kK\u212a", "s": "sS\u017f"}
+
+    def spell(word: str):
+        return st.tuples(*[st.sampled_from(variants.get(c, c + c.upper())) for c in word]).map("".join)
+
+    line = st.tuples(st.sampled_from(["", "- ", "* ", "+ ", "1. ", "  - "]), spell("inbox monitor"),
+                     st.sampled_from([":", " :", ":  "]), st.sampled_from([" ", "", "   "]), spell("raise on start"),
+                     st.sampled_from(["", "  ", "\t"])).map("".join)
+
+    @settings(max_examples=200, deadline=None)
+    @given(line, st.sampled_from(["AGENTS.md", "CLAUDE.md"]))
+    def check(text, name):
+        folder = tmp_path_factory.mktemp("p")
+        (folder / ".git").mkdir()
+        (folder / name).write_text(f"# Project\n\n{text}\n", encoding="utf-8")
+        if optin.resolve(folder, {}).opted_in:
+            assert fastpath.may_be_opted_in(str(folder)), text
+
+    check()
