@@ -153,7 +153,8 @@ def bench_wake(wakes: int) -> dict:
                 time.sleep(0.3)
             time.sleep(2)
             last = fm.model_requests[-1]
-            duplicates = sum(1 for i in range(wakes) if fm.text_of(last).count(f"BENCH-WAKE-{i}:") != 1)
+            duplicates = sum(1 for i in range(wakes)
+                             if ch.handovers(fm, last, [f"BENCH-WAKE-{i}:"])[f"BENCH-WAKE-{i}:"] != 1)
         finally:
             proc.kill()
             fm.stop()
