@@ -430,13 +430,16 @@ def write_rung(environ: Mapping[str, str], session_id: str, through: int) -> Non
 
 def write_synced(environ: Mapping[str, str], session_id: str, key: str) -> None:
     """A synchronous hook of one event is done with its pull (the waker of the same event waits for it)."""
-    _write_json(sessions_dir(environ) / f"{session_id}.synced", {"key": key, "at": _now()})
+    _write_json(sessions_dir(environ) / f"{session_id}.synced", {"key": key, "at": time.time()})
 
 
-def read_synced(environ: Mapping[str, str], session_id: str) -> str | None:
+def read_synced(environ: Mapping[str, str], session_id: str) -> tuple[str, float] | None:
+    """(event key, epoch seconds) of the last synchronous hook that finished, if any."""
     data = _read_json(sessions_dir(environ) / f"{session_id}.synced")
-    key = data.get("key") if data else None
-    return key if isinstance(key, str) else None
+    key, at = (data.get("key"), data.get("at")) if data else (None, None)
+    if isinstance(key, str) and isinstance(at, (int, float)) and not isinstance(at, bool):
+        return key, float(at)
+    return None
 
 
 # -- stop markers -----------------------------------------------------------------------------------

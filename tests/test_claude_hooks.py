@@ -495,6 +495,22 @@ def test_waker_rings_a_doorbell_and_acknowledges_nothing(hooks):
     assert "MAIL-WAKE" in _json(out)["hookSpecificOutput"]["additionalContext"]
 
 
+def test_waker_waits_only_for_its_sibling_hook_before_the_first_look(hooks):
+    """The waker of an event lets that event's synchronous hook hand over what waits first (no doorbell
+    for mail the Stop hook is blocking with), and no longer than it takes that hook to finish."""
+    event = {"hook_event_name": "Stop", "prompt_id": "turn-7", "stop_hook_active": False}
+    hooks.sb.send(PERSONA, "loom", "MAIL-FOR-THE-STOP-HOOK")
+    waker = hooks.spawn("claude-waker", env={"CLAUDE_CODE_ENTRYPOINT": "cli"}, **event)
+    _, out, _ = hooks("claude-stop", **event)  # the sibling: blocks with the mail, then marks the event done
+    assert "MAIL-FOR-THE-STOP-HOOK" in _json(out)["reason"]
+    assert _wait_for(lambda: lifecycle.live_lease(hooks.environ, "sess-1") is not None)
+    started = time.monotonic()
+    hooks.sb.send(PERSONA, "loom", "MAIL-AFTER")
+    _, err = waker.communicate(timeout=15)
+    assert waker.returncode == 2 and "(id 2)" in err, err  # rang for the new mail only...
+    assert time.monotonic() - started < 2.5  # ...without sitting out the whole 3 s grace
+
+
 def test_waker_does_not_ring_again_for_mail_it_already_rang_for(hooks):
     hooks.sb.send(PERSONA, "loom", "first")
     proc = hooks.spawn("claude-waker", env={"CLAUDE_CODE_ENTRYPOINT": "cli"})

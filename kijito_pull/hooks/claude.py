@@ -451,6 +451,7 @@ class Waker:
         self._quitting = threading.Lock()
         self._stop = threading.Event()
         self.initial_ppid = os.getppid()
+        self.started = time.time()
 
     # -- ending -------------------------------------------------------------------------------------
     def quit(self, code: int, why: str | None = None) -> None:
@@ -544,12 +545,14 @@ class Waker:
         if not self.sync_key:
             return not self._stop.is_set()
         deadline = time.monotonic() + self.grace
+        not_before = self.started - 5.0  # the same event: its hooks are started together
         while time.monotonic() < deadline:
             try:
-                if lifecycle.read_synced(self.environ, self.session_id) == self.sync_key:
-                    return not self._stop.is_set()
+                synced = lifecycle.read_synced(self.environ, self.session_id)
             except lifecycle.LifecycleError:
-                pass
+                synced = None
+            if synced is not None and synced[0] == self.sync_key and synced[1] >= not_before:
+                return not self._stop.is_set()
             if not self._sleep(0.05):
                 return False
         return not self._stop.is_set()
