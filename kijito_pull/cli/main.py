@@ -27,7 +27,7 @@ from kijito_pull.exitcodes import ExitCode
 COMMANDS = {
     "pull": "pull_cmd", "watch": "watch_cmd", "show": "show_cmd", "status": "status_cmd", "send": "send_cmd",
     "optin": "optin_cmd", "sandbox": "sandbox_cmd", "demo": "demo_cmd", "hook": "hook_cmd",
-    "session": "lifecycle_cmd", "completion": "completion_cmd",
+    "session": "lifecycle_cmd", "completion": "completion_cmd", "doctor": "doctor_cmd",
 }
 
 DESCRIPTION = """\
