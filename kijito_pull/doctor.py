@@ -235,7 +235,10 @@ def resolve_persona(ctx: Context) -> None:
     if ctx.persona_flag:
         name, source = ctx.persona_flag, "--persona"
     elif ctx.optin is not None and ctx.optin.opted_in and ctx.optin.persona:
-        name, source = ctx.optin.persona, f"the project's opt-in ({ctx.optin.persona_source})"
+        name, source = ctx.optin.persona, {"file": "the project's 'inbox persona:' line",
+                                           "env": f"${config.PERSONA_ENV}, for the opted-in project",
+                                           "folder": "the opted-in project's folder name"}.get(
+                                               str(ctx.optin.persona_source), "the project's opt-in")
     elif ctx.environ.get(config.PERSONA_ENV, "").strip():
         name, source = ctx.environ[config.PERSONA_ENV].strip(), f"${config.PERSONA_ENV}"
     elif ctx.settings.get("persona"):
