@@ -408,16 +408,22 @@ def _counter(environ: Mapping[str, str], session_id: str, suffix: str, key: str)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def read_blocks(environ: Mapping[str, str], session_id: str) -> int:
-    return _counter(environ, session_id, ".blocks", "consecutive")
+def read_blocks(environ: Mapping[str, str], session_id: str, prompt_id: str | None = None) -> int:
+    """Consecutive Stop blocks of the turn `prompt_id` (Claude Code keeps a turn's prompt_id across
+    the continuations its Stop blocks cause; a new prompt or wake has a new one)."""
+    data = _read_json(sessions_dir(environ) / f"{session_id}.blocks")
+    if not data or data.get("prompt_id") != prompt_id:
+        return 0
+    value = data.get("consecutive")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def write_blocks(environ: Mapping[str, str], session_id: str, count: int) -> None:
+def write_blocks(environ: Mapping[str, str], session_id: str, count: int, prompt_id: str | None = None) -> None:
     path = sessions_dir(environ) / f"{session_id}.blocks"
     if count <= 0:
         _unlink(path)
     else:
-        _write_json(path, {"consecutive": count, "at": _now()})
+        _write_json(path, {"consecutive": count, "prompt_id": prompt_id, "at": _now()})
 
 
 def read_rung(environ: Mapping[str, str], session_id: str) -> int:

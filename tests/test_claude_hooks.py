@@ -382,6 +382,18 @@ def test_stop_caps_consecutive_blocks(hooks):
     assert "stream 3" in _json(out)["reason"] and "stream 5" in _json(out)["reason"]
 
 
+def test_a_run_of_blocks_belongs_to_one_turn(hooks):
+    """Measured: a turn keeps its prompt_id while Stop blocks make it go on; a waker's doorbell turn
+    has a new one (and stop_hook_active true): its Stop may block again even after a capped run."""
+    for i in range(4):
+        hooks.sb.send(PERSONA, "loom", f"turn-a {i}")
+        _, out, err = hooks("claude-stop", stop_hook_active=i > 0, prompt_id="turn-a")
+        assert bool(out) == (i < 3), (i, out, err)
+    hooks.sb.send(PERSONA, "loom", "turn-b mail")
+    _, out, _ = hooks("claude-stop", stop_hook_active=True, prompt_id="turn-b")
+    assert "turn-b mail" in _json(out)["reason"] and "turn-a 3" in _json(out)["reason"]
+
+
 @pytest.mark.parametrize(("value", "blocks"), [("0", 0), ("1", 1), ("5", 5)])
 def test_stop_block_cap_is_configurable(hooks, value, blocks):
     seen = 0

@@ -339,8 +339,13 @@ def stop(inp: HookInput, env: Environment, out: Output) -> int:
         say(env.stderr, f"{STOP}: {_failure(exc)}; letting the agent stop")
         return 0
     active = inp.data.get("stop_hook_active") is True
+    raw_turn = inp.data.get("prompt_id")
+    turn = raw_turn if isinstance(raw_turn, str) and raw_turn else None
+    # A run of blocks is one turn's: the same prompt_id while the agent goes on because of Stop hooks
+    # (measured on 2.1.197), a new one for the next prompt or wake. Without a prompt_id (older
+    # Claude Code) the run lasts while stop_hook_active is true.
     try:
-        count = lifecycle.read_blocks(environ, sid) if (sid and active) else 0
+        count = lifecycle.read_blocks(environ, sid, turn) if (sid and active) else 0
     except lifecycle.LifecycleError:
         count = 0
     if active and sid is None:
@@ -372,7 +377,7 @@ def stop(inp: HookInput, env: Environment, out: Output) -> int:
             say(env.stderr, f"{STOP}: {render.sanitize(note)}")
     if sid:
         try:
-            lifecycle.write_blocks(environ, sid, count + 1 if report.delivered else 0)
+            lifecycle.write_blocks(environ, sid, count + 1 if report.delivered else 0, turn)
         except lifecycle.LifecycleError as exc:
             say(env.stderr, f"{STOP}: cannot record the block count: {exc}")
     return 0
