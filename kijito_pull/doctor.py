@@ -350,7 +350,8 @@ def check_persona(ctx: Context) -> Finding:
         names = [p.persona for p in client.personas()]
     except ApiError as exc:
         return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}); the persona directory could "
-                                        f"not be read ({exc})", None)
+                                        f"not be read ({exc})",
+                       "retry later; the inbox itself answered, so mail can still be pulled")
     finally:
         client.close()
     if ctx.persona in names:
@@ -594,18 +595,23 @@ def _harness_finding(name: str, exe: str, found: str | None, rows: list[Any], er
         where = ", ".join(_where(w, ctx) for w in wired)
         notes = "; ".join(str(w.detail) for w in wired if getattr(w, "detail", None))
         return Finding(check, OK, f"{on_path}; wired: {where}" + (f"; {notes}" if notes else ""))
+    notes = "; ".join(f"{_shown(w.path, ctx.environ)}: {w.detail}" if getattr(w, "path", None) else str(w.detail)
+                      for w in rows if getattr(w, "detail", None))[:600]
+    seen = f" ({notes})" if notes else ""
     if not found:
-        return Finding(check, OK, f"{on_path}; not wired (nothing to do unless you use {name})")
+        return Finding(check, OK, f"{on_path}; not wired (nothing to do unless you use {name}){seen}")
     if nothing_wired:
         return Finding(check, FAIL, f"{on_path}, but not wired to kijito-pull, and this project opts in: an agent "
-                                    f"started here by {name} is never handed its mail", install)
+                                    f"started here by {name} is never handed its mail{seen}", install)
     return Finding(check, WARN, f"{on_path}, but not wired to kijito-pull (fine if you do not use it for "
-                                f"Kijito mail)", install)
+                                f"Kijito mail){seen}", install)
 
 
 def _daemon_finding(rows: list[Any], error: str | None, ctx: Context) -> Finding:
     if error:
-        return Finding("harness.daemon", WARN, f"cannot tell whether the daemon is installed: {error}", None)
+        return Finding("harness.daemon", WARN, f"cannot tell whether the daemon is installed: {error}",
+                       "check the unit by hand: systemctl --user status 'kijito-pull@*' (Linux), "
+                       "launchctl list | grep kijito (macOS)")
     wired = [w for w in rows if getattr(w, "installed", False)]
     broken = [w for w in wired if getattr(w, "command_exists", True) is False]
     if broken:
@@ -717,7 +723,8 @@ def check_waker(ctx: Context) -> Finding:
                                     "nothing to check")
     sid, problem = lifecycle.check_session_id(raw)
     if sid is None:
-        return Finding("waker", WARN, f"$CLAUDE_CODE_SESSION_ID is unusable: {problem}", None)
+        return Finding("waker", WARN, f"$CLAUDE_CODE_SESSION_ID is unusable: {problem}",
+                       "no waker can be armed for this session; start a new session")
     interactive = (ctx.environ.get("KIJITO_PULL_MODE", "").strip().lower() == "interactive"
                    or (ctx.environ.get("KIJITO_PULL_MODE", "").strip().lower() != "headless"
                        and ctx.environ.get("CLAUDE_CODE_ENTRYPOINT", "").strip() == "cli"))
@@ -770,7 +777,8 @@ def _guarded(check: str, fn: Callable[[Context], Finding], ctx: Context) -> Find
     try:
         return fn(ctx)
     except Exception as exc:  # noqa: BLE001
-        return Finding(check, WARN, f"could not be checked: {type(exc).__name__}: {exc}", None)
+        return Finding(check, WARN, f"could not be checked: {type(exc).__name__}: {exc}",
+                       "look at the state directory by hand (`kijito-pull status`, `kijito-pull session status --all`)")
 
 
 def failed(findings: Iterable[Finding]) -> bool:
