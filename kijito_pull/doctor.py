@@ -59,7 +59,7 @@ class Context:
     timeout: float = 5.0
     #: Builds the API client; tests may replace it. Called with (api_base, token, auth_header, timeout).
     client_factory: Callable[..., Any] | None = None
-    #: `wiring(harness, environ, cwd)`; None = the installers API if present, else a minimal look of our own.
+    #: `wiring(harness, environ, cwd)`; None = `kijito_pull.installers.wiring` (read-only).
     wiring: Callable[[str, Mapping[str, str], str], list[Any]] | None = None
     # resolved by the checks, in order
     settings: dict[str, Any] = field(default_factory=dict)
@@ -539,18 +539,13 @@ def check_stop_marker(ctx: Context) -> Finding:
 # -- harnesses -------------------------------------------------------------------------------------------
 
 
-def _wiring_api() -> Callable[[str, Mapping[str, str], str], list[Any]] | None:
-    try:
-        from kijito_pull.installers import wiring  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - not installed yet, or broken: fall back to our own look
-        return None
-    return wiring
-
-
 def check_harnesses(ctx: Context) -> list[Finding]:
     """Which harnesses are on PATH, which are wired to kijito-pull (and at which scope), and whether the
     command each wiring runs exists."""
-    wiring = ctx.wiring or _wiring_api() or fallback_wiring
+    if ctx.wiring is not None:
+        wiring = ctx.wiring
+    else:
+        from kijito_pull.installers import wiring
     rows: dict[str, list[Any]] = {}
     errors: dict[str, str] = {}
     for harness in ("claude", "pi", "codex", "daemon"):
@@ -624,95 +619,6 @@ def _daemon_finding(rows: list[Any], error: str | None, ctx: Context) -> Finding
         return Finding("harness.daemon", OK, "installed: " + ", ".join(_where(w, ctx) for w in wired)
                        + (f"; {notes}" if notes else ""))
     return Finding("harness.daemon", OK, "no daemon installed (optional: `kijito-pull install daemon`)")
-
-
-@dataclass(frozen=True)
-class _Wiring:
-    """The shape of `kijito_pull.installers.Wiring`, for the minimal look below."""
-
-    harness: str
-    scope: str
-    installed: bool
-    path: str | None
-    command: str | None
-    command_exists: bool | None
-    detail: str = ""
-
-
-def _read_text(path: Path, limit: int = 1 << 20) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def _command_exists(command: str | None, environ: Mapping[str, str]) -> bool | None:
-    if not command:
-        return None
-    import shlex
-
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    if not words:
-        return False
-    first = words[0]
-    if os.sep in first:
-        return os.path.isfile(os.path.expanduser(first)) and os.access(os.path.expanduser(first), os.X_OK)
-    return _which(first, environ) is not None
-
-
-def fallback_wiring(harness: str, environ: Mapping[str, str], cwd: str) -> list[Any]:
-    """A minimal look at where each harness keeps kijito-pull, used only when `kijito_pull.installers` is
-    absent: settings and hooks files that mention kijito-pull."""
-    home = _home(environ)
-    project = Path(cwd)
-    if harness == "claude":
-        places = [("project", project / ".claude" / "settings.json"),
-                  ("local", project / ".claude" / "settings.local.json"),
-                  ("user", home / ".claude" / "settings.json")]
-        command = "kijito-pull hook claude-session-start"
-    elif harness == "pi":
-        places = [("project", project / ".pi" / "settings.json"),
-                  ("project", project / ".pi" / "extensions" / "kijito-pull.ts"),
-                  ("user", home / ".pi" / "agent" / "settings.json"),
-                  ("user", home / ".pi" / "agent" / "extensions" / "kijito-pull.ts")]
-        command = "kijito-pull watch"
-    elif harness == "codex":
-        places = [("project", project / ".codex" / "hooks.json"), ("user", home / ".codex" / "hooks.json")]
-        command = "kijito-pull hook codex-session-start"
-    elif harness == "daemon":
-        places = [("user", home / ".config" / "systemd" / "user" / "kijito-pull@.service"),
-                  ("user", home / "Library" / "LaunchAgents")]
-        command = None
-    else:
-        raise ValueError(f"unknown harness {harness!r}")
-    out = []
-    for scope, path in places:
-        if path.is_dir():
-            texts = [(p, _read_text(p)) for p in sorted(path.glob("com.kijito.pull.*.plist"))]
-        else:
-            texts = [(path, _read_text(path))]
-        for p, text in texts:
-            if not text or ("kijito-pull" not in text and "kijito_pull" not in text):
-                continue
-            run = command
-            if harness == "daemon":
-                run = _daemon_command(text)
-            out.append(_Wiring(harness, scope, True, str(p), run, _command_exists(run, environ)))
-    return out
-
-
-def _daemon_command(text: str) -> str | None:
-    for line in text.splitlines():
-        if line.startswith("ExecStart="):
-            return line.split("=", 1)[1].strip()
-    import re
-
-    match = re.search(r"<string>(/[^<]*kijito[^<]*)</string>", text)
-    return match.group(1) if match else None
 
 
 def check_waker(ctx: Context) -> Finding:

@@ -305,3 +305,27 @@ def test_terminal_output_has_no_colour_when_piped(machine):
     _, out, _ = run([], machine["environ"], machine["project"])
     assert "\033[" not in out
     assert "FAIL" in out and "OK" in out
+
+
+def _codex_hooks(project: Path, executable: str) -> None:
+    hooks = {"hooks": {event: [{"hooks": [{"type": "command", "command": f"{executable} hook {name}", "timeout": 15}]}]
+                       for event, name in (("SessionStart", "codex-session-start"), ("Stop", "codex-stop"))}}
+    (project / ".codex").mkdir(exist_ok=True)
+    (project / ".codex" / "hooks.json").write_text(json.dumps(hooks))
+
+
+def test_wiring_from_the_installers_codex(machine):
+    """The real read-only installers API: Codex hooks in the project, pointing at a command that exists,
+    then at one that does not."""
+    project, environ = machine["project"], machine["environ"]
+    _codex_hooks(project, str(machine["bin"] / "kijito-pull"))
+    got = findings(run(["--json"], environ, project)[1])
+    assert got["harness.codex"]["verdict"] == "ok", got["harness.codex"]
+    assert "wired: project" in got["harness.codex"]["detail"]
+
+    _codex_hooks(project, "/gone/venv/bin/kijito-pull")
+    code, out, _ = run(["--json"], environ, project)
+    got = findings(out)
+    assert got["harness.codex"]["verdict"] == "fail", got["harness.codex"]
+    assert "/gone/venv/bin/kijito-pull" in got["harness.codex"]["detail"]
+    assert "kijito-pull install codex" in got["harness.codex"]["fix"]
