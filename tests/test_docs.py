@@ -1,0 +1,214 @@
+"""Every `kijito-pull ...` command the documentation shows exists, with every flag it uses.
+
+Commands are taken from the code blocks and inline code of README.md and docs/**/*.md. For each, the
+subcommand's `--help` (in-process) must succeed and name every `--flag` the line uses; a line with
+`--dry-run` is also run. Code blocks fenced as ```kijito-inbox-monitor``` show the old tool's flags
+(docs/migrating.md) and are skipped, as are lines that only name the package (`pip install kijito-pull`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from kijito_pull.cli.environment import Environment
+from kijito_pull.cli.main import COMMANDS, main
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
+#: Fence languages whose content is not kijito-pull (the old tool's flags in docs/migrating.md).
+EXCLUDED_FENCES = {"kijito-inbox-monitor"}
+PROG = "kijito-pull"
+
+_FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([^\s`]*)")
+_INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+_SEPARATORS = re.compile(r"\s*(?:&&|\|\||;|\||\$\(|`|\()\s*")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
+_CRON_FIELD = re.compile(r"[0-9*/,-]+")
+_FLAG = re.compile(r"^(--?[A-Za-z][A-Za-z0-9-]*)")
+
+
+def _strip_comment(line: str) -> str:
+    """Drop a trailing `# comment` (a # that starts a word, outside quotes)."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment)
+    except ValueError:
+        return segment.split()
+
+
+def commands_in_line(line: str) -> list[list[str]]:
+    """The kijito-pull command lines in one shell line: each as its words after `kijito-pull`."""
+    text = _strip_comment(line).strip()
+    if text.startswith("$ "):
+        text = text[2:]
+    out = []
+    for segment in _SEPARATORS.split(text):
+        words = _words(segment.strip().lstrip("!"))
+        if len(words) > 5 and all(_CRON_FIELD.fullmatch(w) for w in words[:5]):
+            words = words[5:]  # a crontab line: the schedule, then the command
+        while words and (_ASSIGNMENT.match(words[0]) or words[0] in ("exec", "time", "sudo", "env", "eval")):
+            words = words[1:]
+        if words and (words[0] == PROG or words[0].endswith("/" + PROG)):
+            out.append(words[1:])
+    return out
+
+
+def extract(text: str) -> list[tuple[int, list[str]]]:
+    """(line number, words after kijito-pull) for every command in code blocks and inline code."""
+    found = []
+    fence: str | None = None
+    language = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _FENCE.match(line)
+        if match:
+            if fence is None:
+                fence, language = match.group(2), match.group(3).lower()
+            elif match.group(2).startswith(fence[0]) and len(match.group(2)) >= len(fence):
+                fence, language = None, ""
+            continue
+        if fence is not None:
+            if language not in EXCLUDED_FENCES:
+                found.extend((number, words) for words in commands_in_line(line))
+            continue
+        for span in _INLINE.findall(line):
+            found.extend((number, words) for words in commands_in_line(span))
+    return found
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    # Nested parsers (`session stop`) print their help to the process's stdout, not the Environment's.
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv, Environment(stdin=io.StringIO(""), stdout=out, stderr=err,
+                                      environ={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}, cwd=str(REPO)))
+    return code, out.getvalue(), err.getvalue()
+
+
+@functools.cache
+def help_text(*path: str) -> tuple[int, str]:
+    code, out, err = _run([*path, "--help"])
+    return code, out + err
+
+
+def problems(words: list[str]) -> list[str]:
+    """Why a documented command line does not match the CLI (empty when it does)."""
+    if not words or words[0] in ("-h", "--help", "--version"):
+        return []
+    if words[0].startswith("-"):
+        words = ["pull", *words]  # `kijito-pull --once ...` is `kijito-pull pull --once ...`
+    command = words[0]
+    if re.fullmatch(r"[A-Z][A-Z_]*", command):
+        return []  # a placeholder (`kijito-pull COMMAND --help`), not a command
+    if command not in COMMANDS:
+        return [f"no such command {command!r}"]
+    code, text = help_text(command)
+    if code != 0:
+        return [f"`kijito-pull {command} --help` exited {code}"]
+    shown = command
+    # A nested action (`session stop`, `install claude`): its own help, when it has one.
+    if len(words) > 1 and not words[1].startswith("-"):
+        nested_code, nested = help_text(command, words[1])
+        if nested_code == 0 and nested != text:
+            text, shown = nested, f"{command} {words[1]}"
+    out = []
+    for word in words[1:]:
+        match = _FLAG.match(word)
+        if not match or word in ("-", "--"):
+            continue
+        flag = match.group(1)
+        if not re.search(r"(?<![\w-])" + re.escape(flag) + r"(?![\w-])", text):
+            out.append(f"flag {flag} is not in `kijito-pull {shown} --help`")
+    return out
+
+
+def _documented() -> list[tuple[str, int, list[str]]]:
+    rows = []
+    for path in DOCS:
+        for number, words in extract(path.read_text(encoding="utf-8")):
+            rows.append((str(path.relative_to(REPO)), number, words))
+    return rows
+
+
+DOCUMENTED = _documented()
+
+
+def test_the_docs_show_commands():
+    assert len(DOCUMENTED) > 50
+    files = {row[0] for row in DOCUMENTED}
+    for name in ("README.md", "docs/getting-started.md", "docs/configuration.md", "docs/troubleshooting.md"):
+        assert name in files, name
+
+
+@pytest.mark.parametrize("where,line,words", DOCUMENTED,
+                         ids=[f"{w}:{n}:{' '.join(ws)[:40]}" for w, n, ws in DOCUMENTED])
+def test_documented_command_exists(where, line, words):
+    found = problems(words)
+    assert not found, f"{where}:{line}: kijito-pull {' '.join(words)}: " + "; ".join(found)
+
+
+def test_dry_runs_parse_and_run(tmp_path):
+    """A documented command with --dry-run is run for real (it changes nothing), in a scratch home."""
+    for where, line, words in DOCUMENTED:
+        if "--dry-run" not in words or problems(words):
+            continue
+        out, err = io.StringIO(), io.StringIO()
+        home = tmp_path / "home"
+        project = tmp_path / "project"
+        home.mkdir(exist_ok=True)
+        project.mkdir(exist_ok=True)
+        argv = [w.replace("~", str(home)) for w in words]
+        code = main(argv, Environment(stdin=io.StringIO(""), stdout=out, stderr=err, cwd=str(project),
+                                      environ={"PATH": "/usr/bin:/bin", "HOME": str(home),
+                                               "KIJITO_PULL_STATE_DIR": str(home / "state"),
+                                               "KIJITO_PULL_CONFIG": str(home / "config.toml")}))
+        assert "unrecognized arguments" not in err.getvalue() and "invalid choice" not in err.getvalue(), \
+            f"{where}:{line}: {err.getvalue()}"
+        assert code != 2 or "error:" not in err.getvalue(), f"{where}:{line}: exit {code}: {err.getvalue()}"
+
+
+# -- the checker itself ---------------------------------------------------------------------------------
+
+
+def test_checker_catches_a_flag_that_does_not_exist():
+    doc = "Run it:\n\n```sh\nkijito-pull --once --persona river --no-such-flag\n```\n"
+    [(number, words)] = extract(doc)
+    assert number == 4
+    assert problems(words) == ["flag --no-such-flag is not in `kijito-pull pull --help`"]
+
+
+def test_checker_catches_an_unknown_command_and_inline_code():
+    [(_, words)] = extract("Use `kijito-pull frobnicate --now` to frobnicate.")
+    assert problems(words) == ["no such command 'frobnicate'"]
+
+
+def test_checker_reads_nested_actions_and_skips_the_old_tool():
+    doc = ("```sh\nkijito-pull session status --all   # every project\n"
+           "KIJITO_PULL_MODE=interactive kijito-pull session arm --session-id x && kijito-pull status --json\n```\n"
+           "```kijito-inbox-monitor\nkijito-pull --state-file x\n```\n"
+           "```sh\nuv tool install kijito-pull      # or: pipx install kijito-pull\n```\n"
+           "```text\nkijito-pull: session abc: armed (waker pid 1)\n```\n"
+           "```sh\n*/5 * * * * $HOME/.local/bin/kijito-pull --once --quiet >> log\n```\n")
+    found = [words for _, words in extract(doc)]
+    assert found == [["session", "status", "--all"], ["session", "arm", "--session-id", "x"], ["status", "--json"],
+                     ["--once", "--quiet", ">>", "log"]]
+    assert all(not problems(words) for words in found)
+    assert problems(["session", "stop", "--all"])  # --all belongs to `session status` only
