@@ -207,7 +207,7 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
         outcome.commands = [market, plug]
     outcome.notes.append(f"plugin files: {folder}" + (f" ({', '.join(stale)} new)" if stale else ""))
     expected = with_ours(file.data, environ)
-    expected_bytes = file.text(expected) if file.exists else common.dump(expected)
+    expected_bytes = file.edited(expected)
     outcome.diffs.append(common.diff(path, file.raw, expected_bytes))
     if dry_run:
         outcome.result = "would_install"
@@ -225,7 +225,7 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
     if not is_ours(after.data, environ):
         raise InstallError(f"Claude Code did not record the plugin in {path}; run `claude plugin list` to see why", 1)
     # Back in the file's own order and style (the commands rewrite it in theirs): what --dry-run showed.
-    final = (file.text if file.exists else common.dump)(common.reorder_like(after.data, expected))
+    final = file.edited(common.reorder_like(after.data, expected))
     if final != after.raw:
         common.write_bytes(path, final)
     if final != file.raw:

@@ -200,7 +200,7 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
         outcome.result = "already_installed"
         return outcome
     new_data = with_ours(file.data, prefix)
-    new = file.text(new_data) if file.exists else common.dump(new_data)
+    new = file.edited(new_data)
     outcome.diffs.append(common.diff(path, file.raw, new))
     exe, exists = common.command_executable(shlex.join(prefix), environ)
     if not exists:

@@ -16,7 +16,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,22 @@ class JsonFile:
     def text(self, data: Any) -> bytes:
         """`data` written the way this file was written (indent, separators, final newline)."""
         return dump(data, self.indent, self.compact, self.newline)
+
+    def edited(self, data: Any) -> bytes:
+        """This file changed to hold `data`: only the added or changed parts are written (the rest of
+        the text stays byte for byte), else the whole file again in its own key order and style.
+        A file that did not exist is written in the harnesses' usual style (2-space indent)."""
+        if self.raw is None:
+            return dump(data)
+        from kijito_pull.installers import jsontext
+
+        if not self.raw.startswith(b"\xef\xbb\xbf"):
+            text = self.raw.decode("utf-8", "replace")
+            unit = self.indent if self.indent is not None else 2
+            patched = jsontext.patch(text, self.data, data, unit) if text.strip() else None
+            if patched is not None:
+                return patched.encode("utf-8")
+        return self.text(reorder_like(data, self.data))
 
 
 def dump(data: Any, indent: str | int | None = 2, compact: bool = False, newline: bool = True) -> bytes:
@@ -310,7 +326,7 @@ def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False) 
             file.path.unlink()
             _remove_empty_dir(file.path.parent)
         return None, Restored("removed")
-    new = file.text(reorder_like(pruned, file.data))
+    new = file.edited(pruned)
     target = None
     if not dry_run:
         if file.raw is not None and new != file.raw:
@@ -340,8 +356,15 @@ class Ran:
     output: str
 
 
+on_run: Callable[[list[str]], Any] | None = None  # set by the CLI on a terminal: says what runs (progress)
+
+
 def run(argv: Sequence[str], environ: Mapping[str, str], cwd: Path, timeout: float = 180.0) -> Ran:
     import subprocess
+
+    if on_run is not None and len(argv) > 1 and argv[1] not in ("--version", "print", "is-enabled", "is-active",
+                                                                 "show-user"):
+        on_run(list(argv))
 
     try:
         proc = subprocess.run(list(argv), env=dict(environ), cwd=str(cwd), stdin=subprocess.DEVNULL,

@@ -190,7 +190,7 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
     if not isinstance(packages, list):
         packages = expected["packages"] = []
     packages.append(our_entry(path, environ))
-    outcome.diffs.append(common.diff(path, file.raw, (file.text if file.exists else common.dump)(expected)))
+    outcome.diffs.append(common.diff(path, file.raw, file.edited(expected)))
     others = [e for e in our_entries(file.data, path, environ) if e not in mine]
     if others:
         outcome.notes.append(f"{path} already lists another kijito-pull package ({_source(others[0])}); pi would "
@@ -215,7 +215,7 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
     after = common.read_json(path)
     if not our_entries(after.data, path, environ, only_ours=True):
         raise InstallError(f"pi did not record the package in {path}; run `pi list` to see why", 1)
-    final = (file.text if file.exists else common.dump)(common.reorder_like(after.data, expected))
+    final = file.edited(common.reorder_like(after.data, expected))
     if final != after.raw:
         common.write_bytes(path, final)
     if final != file.raw:
