@@ -13,8 +13,9 @@ from kijito_pull.cli.environment import Environment
 from kijito_pull.hooks import fastpath
 
 DESCRIPTION = """\
-Claude Code hook entry points (the plugin's hooks/hooks.json calls them; they read the hook's JSON
-on stdin). Every one exits 0 at once, with no output, in a project that has not opted in.
+Claude Code and Codex hook entry points (the Claude plugin's hooks/hooks.json and Codex's hooks.json
+call them; they read the hook's JSON on stdin). Every one exits 0 at once in a project that has not
+opted in: with no output (Claude Code), or `{}` (Codex).
 
   claude-session-start   SessionStart: waiting mail as additionalContext
   claude-stop            Stop: unseen mail blocks the stop (at most $KIJITO_PULL_MAX_STOP_BLOCKS
@@ -23,6 +24,9 @@ on stdin). Every one exits 0 at once, with no output, in a project that has not 
   claude-waker           SessionStart/Stop (asyncRewake): the session's one waker; exits 2 with a
                          doorbell when new mail arrives (interactive sessions only)
   claude-session-end     SessionEnd: ends the session's waker
+
+  codex-session-start    Codex SessionStart: waiting mail as additionalContext (`{}` when none)
+  codex-stop             Codex Stop: unseen mail blocks the stop, as claude-stop (`{}` when none)
 """
 
 EPILOG = """\
@@ -33,24 +37,30 @@ rewake|monitor|off overrides the detection of asyncRewake in the running Claude 
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("hook", help="Claude Code hook entry points (used by the plugin)",
+    parser = sub.add_parser("hook", help="Claude Code and Codex hook entry points (used by their hooks)",
                             description=DESCRIPTION, epilog=EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=fastpath.HOOKS, metavar="HOOK",
-                        help="one of: " + ", ".join(fastpath.HOOKS))
+    parser.add_argument("name", choices=fastpath.ALL_HOOKS, metavar="HOOK",
+                        help="one of: " + ", ".join(fastpath.ALL_HOOKS))
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     """In-process entry (tests, `python -c`); the console entry runs hooks from `fastpath.early_gate`."""
+    codex = args.name in fastpath.CODEX_HOOKS
     try:
         code, inp = fastpath.gate(args.name, env.stdin, env.environ, env.cwd, env.stderr)
     except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
         fastpath.say(env.stderr, f"{args.name}: internal error ({type(exc).__name__}: {exc}); nothing was done")
-        return 0
-    if code is not None:
-        return code
-    assert inp is not None
+        code, inp = 0, None
+    if code is not None or inp is None:
+        if codex:
+            fastpath.answer_nothing(env.stdout)
+        return code or 0
+    if codex:
+        from kijito_pull.hooks import codex as adapter
+
+        return adapter.run(inp, env)
     from kijito_pull.hooks import claude
 
     return claude.run(inp, env)

@@ -26,6 +26,13 @@ PROMPT = "claude-prompt"
 WAKER = "claude-waker"
 SESSION_END = "claude-session-end"
 HOOKS = (SESSION_START, STOP, PROMPT, WAKER, SESSION_END)
+# Codex reads the same hook JSON, but some of its events reject empty stdout: "nothing to do" is `{}`
+# (kijito_pull.hooks.codex). Codex sessions get no waker.
+CODEX_SESSION_START = "codex-session-start"
+CODEX_STOP = "codex-stop"
+CODEX_HOOKS = (CODEX_SESSION_START, CODEX_STOP)
+CODEX_NOTHING = "{}\n"
+ALL_HOOKS = HOOKS + CODEX_HOOKS
 
 MAX_INPUT_BYTES = 1024 * 1024
 INPUT_SECONDS = 2.0
@@ -276,6 +283,15 @@ def _answer_early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -
     return None, inp
 
 
+def answer_nothing(stream: IO[str]) -> None:
+    """A Codex hook's "nothing to do": `{}` (Codex rejects empty stdout on some events)."""
+    try:
+        stream.write(CODEX_NOTHING)
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
 # -- the console entry's early dispatch --------------------------------------------------------------------
 
 
@@ -289,18 +305,29 @@ def early_gate(argv: list[str] | None = None) -> None:
     its commands (a project that has not opted in never gets past the standard library; one that
     has skips argparse and the unrelated commands). Does nothing for any other command line."""
     argv = sys.argv if argv is None else argv
-    if len(argv) != 3 or argv[1] != "hook" or argv[2] not in HOOKS or not _is_console(argv[0]):
+    if len(argv) != 3 or argv[1] != "hook" or argv[2] not in ALL_HOOKS or not _is_console(argv[0]):
         return
+    codex = argv[2] in CODEX_HOOKS
+    answered = False
     try:
         code, inp = gate(argv[2], sys.stdin, os.environ, os.getcwd(), sys.stderr)
         if code is None and inp is not None:
             from kijito_pull.cli.environment import Environment
-            from kijito_pull.hooks import claude
 
-            code = claude.run(inp, Environment())
+            if codex:
+                from kijito_pull.hooks import codex as adapter
+
+                answered = True  # the Codex adapter always answers, `{}` at least
+                code = adapter.run(inp, Environment())
+            else:
+                from kijito_pull.hooks import claude
+
+                code = claude.run(inp, Environment())
     except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
         say(sys.stderr, f"{argv[2]}: internal error ({type(exc).__name__}: {exc}); nothing was done")
         code = 0
+    if codex and not answered:
+        answer_nothing(sys.stdout)
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
