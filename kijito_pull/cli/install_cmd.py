@@ -8,6 +8,7 @@ and maps failures to exit codes.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
 
@@ -63,7 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                               "install" else "undo `kijito-pull install`"),
                                 description=DESCRIPTION[action], epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-        targets = parser.add_subparsers(dest="target", metavar="TARGET")
+        # Nested parsers write help and errors to the command's Environment too, like the top-level one.
+        targets = parser.add_subparsers(dest="target", metavar="TARGET", parser_class=functools.partial(
+            type(parser), **({"env": parser.env} if hasattr(parser, "env") else {})))
         for target in TARGETS:
             t = targets.add_parser(target, help=HELP[target], description=HELP[target], epilog=EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
