@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import enum
-import errno
 import json
 import os
 import re
@@ -158,7 +157,7 @@ def _unlink(path: Path) -> bool:
 
 @contextlib.contextmanager
 def _locked(environ: Mapping[str, str], timeout: float = 3.0) -> Iterator[Path]:
-    import fcntl
+    from kijito_pull import filelock
 
     directory = _private_dir(sessions_dir(environ))
     try:
@@ -166,17 +165,12 @@ def _locked(environ: Mapping[str, str], timeout: float = 3.0) -> Iterator[Path]:
     except OSError as exc:
         raise LifecycleError(f"cannot open {directory / '.lock'}: {exc.strerror}") from None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise LifecycleError(f"cannot lock {directory / '.lock'}: {exc.strerror}") from None
-            if time.monotonic() >= deadline:
-                raise LifecycleError(f"the session lease lock {directory / '.lock'} stayed busy for {timeout:g} s")
-            time.sleep(0.02)
+        try:
+            taken = filelock.acquire(fd, timeout)
+        except OSError as exc:
+            raise LifecycleError(f"cannot lock {directory / '.lock'}: {exc.strerror}") from None
+        if not taken:
+            raise LifecycleError(f"the session lease lock {directory / '.lock'} stayed busy for {timeout:g} s")
         yield directory
     finally:
         os.close(fd)

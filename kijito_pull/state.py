@@ -13,18 +13,16 @@ import fcntl
 import json
 import os
 import stat
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kijito_pull import __version__
+from kijito_pull import __version__, filelock
 
 SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_DELIVERED_ABOVE = 200_000
-LOCK_POLL_SECONDS = 0.02
 #: The cursor of an inbox seen empty: below every id, since a new account's first message may be id 0.
 EMPTY_CURSOR = -1
 
@@ -117,22 +115,17 @@ class StateStore:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise StateError(f"lock file {self.lock_path} is not a regular file")
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                        raise StateError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
-                if time.monotonic() >= deadline:
-                    holder = self.lock_holder()
-                    who = f" by process {holder}" if holder else ""
-                    raise LockTimeout(
-                        f"the cursor for this persona and consumer is held{who}; gave up after {timeout:g} s "
-                        f"(another kijito-pull is delivering; retry, or raise --lock-timeout)"
-                    )
-                time.sleep(LOCK_POLL_SECONDS)
+            try:
+                taken = filelock.acquire(fd, timeout)
+            except OSError as exc:
+                raise StateError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
+            if not taken:
+                holder = self.lock_holder()
+                who = f" by process {holder}" if holder else ""
+                raise LockTimeout(
+                    f"the cursor for this persona and consumer is held{who}; gave up after {timeout:g} s "
+                    f"(another kijito-pull is delivering; retry, or raise --lock-timeout)"
+                )
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             self._remove_stale_temp_files()

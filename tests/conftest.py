@@ -15,3 +15,19 @@ def sandbox():
         yield sb
     finally:
         sb.stop()
+
+
+@pytest.fixture
+def sb(request):
+    """A started sandbox whose token is the test module's TOKEN (distinct per module, so a leak test can
+    grep for it), with the default 20-row window."""
+    with Sandbox(token=getattr(request.module, "TOKEN", "test-token")).start() as sandbox:
+        yield sandbox
+
+
+@pytest.fixture
+def cli(sb, tmp_path):
+    """kijito-pull configured for `sb`: token and API base in the environment, a private state dir."""
+    from tests.clirunner import Cli
+
+    return Cli(sb.url, sb.token, tmp_path / "state")

@@ -11,21 +11,9 @@ import pytest
 
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
-from kijito_pull.sandbox import Sandbox
 from tests.clirunner import Cli
 
 TOKEN = "cmd-token-77c2"
-
-
-@pytest.fixture
-def sb():
-    with Sandbox(token=TOKEN).start() as sandbox:
-        yield sandbox
-
-
-@pytest.fixture
-def cli(sb, tmp_path):
-    return Cli(sb.url, TOKEN, tmp_path / "state")
 
 
 def _one_line_usage_error(result):

@@ -7,21 +7,7 @@ import math
 
 import pytest
 
-from kijito_pull.sandbox import Sandbox
-from tests.clirunner import Cli
-
 TOKEN = "test-token-5f1e9a"
-
-
-@pytest.fixture
-def sb():
-    with Sandbox(token=TOKEN, window_limit=20).start() as sandbox:
-        yield sandbox
-
-
-@pytest.fixture
-def cli(sb, tmp_path):
-    return Cli(sb.url, TOKEN, tmp_path / "state")
 
 
 def inbox_requests(sb, persona=None):

@@ -12,22 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull.sandbox import Sandbox
 from tests.clirunner import Cli
 from tests.watchrunner import WatchProc
 
 TOKEN = "watch-token-0b9d"
-
-
-@pytest.fixture
-def sb():
-    with Sandbox(token=TOKEN).start() as sandbox:
-        yield sandbox
-
-
-@pytest.fixture
-def cli(sb, tmp_path):
-    return Cli(sb.url, TOKEN, tmp_path / "state")
 
 
 @pytest.fixture
