@@ -109,13 +109,17 @@ def read_token_file(path: str) -> str:
     return token
 
 
-def resolve_token(token_file: str | None, environ: Mapping[str, str]) -> str:
+def resolve_token(token_file: str | None, environ: Mapping[str, str], config_token_file: str | None = None) -> str:
+    """The token: --token-file, else $KIJITOMON_TOKEN, else the config file's token_file (flags, then the
+    environment, then the config file, as for every setting)."""
     if token_file:
         token = read_token_file(token_file)
+    elif environ.get(TOKEN_ENV, "").strip():
+        token = environ[TOKEN_ENV].strip()
+    elif config_token_file:
+        token = read_token_file(config_token_file)
     else:
-        token = environ.get(TOKEN_ENV, "").strip()
-        if not token:
-            raise ConfigError(f"no Kijito token: set {TOKEN_ENV} or pass --token-file FILE; {SANDBOX_HINT}")
+        raise ConfigError(f"no Kijito token: set {TOKEN_ENV} or pass --token-file FILE; {SANDBOX_HINT}")
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
         raise ConfigError("the token contains spaces or control characters; check the token file or variable")
     return token

@@ -156,10 +156,10 @@ def check_token(ctx: Context) -> Finding:
     file_path, source = None, None
     if ctx.token_file_flag:
         file_path, source = ctx.token_file_flag, "--token-file"
-    elif ctx.settings.get("token_file"):
+    elif ctx.settings.get("token_file") and not env_set:
         file_path, source = ctx.settings["token_file"], "the config file's token_file"
     try:
-        ctx.token = config.resolve_token(file_path, ctx.environ)
+        ctx.token = config.resolve_token(file_path, {} if file_path else ctx.environ)
     except config.ConfigError as exc:
         ctx.token = None
         ctx.token_problem = str(exc)
@@ -177,7 +177,8 @@ def check_token(ctx: Context) -> Finding:
                        f"point {source} at a readable file holding only the token, or unset it and use "
                        f"${config.TOKEN_ENV}")
     if file_path is None:
-        return Finding("token", OK, f"from ${config.TOKEN_ENV} ({len(ctx.token)} characters; never shown)")
+        ignored = "; the config file's token_file is ignored" if ctx.settings.get("token_file") else ""
+        return Finding("token", OK, f"from ${config.TOKEN_ENV} ({len(ctx.token)} characters; never shown){ignored}")
     shadowed = f"; ${config.TOKEN_ENV} is also set and is ignored" if env_set else ""
     note = ("; the harness hooks do not get this flag: they read the config file's token_file or "
             f"${config.TOKEN_ENV}") if source == "--token-file" else ""

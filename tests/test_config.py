@@ -414,3 +414,16 @@ def test_cursor_stem_differs_per_identity():
     stems = [paths.cursor_stem(*v) for v in variants]
     assert len(set(stems)) == len(stems)
     assert paths.cursor_stem(*base) == paths.cursor_stem(*base)  # stable
+
+
+def test_token_precedence_is_flag_then_environment_then_config_file(tmp_path):
+    flag_file, config_file = tmp_path / "flag", tmp_path / "conf"
+    for path, text in ((flag_file, "from-flag"), (config_file, "from-config")):
+        path.write_text(text)
+        path.chmod(0o600)
+    env = {"KIJITOMON_TOKEN": "from-env"}
+    assert config.resolve_token(str(flag_file), env, str(config_file)) == "from-flag"
+    assert config.resolve_token(None, env, str(config_file)) == "from-env"
+    assert config.resolve_token(None, {}, str(config_file)) == "from-config"
+    with pytest.raises(config.ConfigError, match="no Kijito token"):
+        config.resolve_token(None, {}, None)

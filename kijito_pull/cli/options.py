@@ -63,7 +63,7 @@ def file_settings(env: Environment) -> dict[str, Any]:
 def connection(args: argparse.Namespace, env: Environment) -> config.Connection:
     settings = file_settings(env)
     api_base = config.resolve_api_base(args.api_base, env.environ, settings.get("api_base"))
-    token = config.resolve_token(args.token_file or settings.get("token_file"), env.environ)
+    token = config.resolve_token(args.token_file, env.environ, settings.get("token_file"))
     header = config.validate_auth_header(args.auth_header or settings.get("auth_header"))
     return config.Connection(api_base, token, header)
 

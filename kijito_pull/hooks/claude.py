@@ -116,7 +116,7 @@ def setup(persona: str, environ: Mapping[str, str], *, timeout: float = HOOK_TIM
     """Raises ConfigError (no token, bad API base, bad config file) before any request is sent."""
     settings = config.load_config_file(environ)
     api_base = config.resolve_api_base(None, environ, settings.get("api_base"))
-    token = config.resolve_token(settings.get("token_file"), environ)
+    token = config.resolve_token(None, environ, settings.get("token_file"))
     header = config.validate_auth_header(settings.get("auth_header"))
     consumer = config.validate_consumer(str(settings.get("consumer") or config.DEFAULT_CONSUMER))
     persona = config.validate_persona(persona)
@@ -170,9 +170,13 @@ class Output:
         self._exit(0)
 
     def json(self, obj: dict[str, Any]) -> bool:
-        """Write one JSON object; True only once it is written and flushed (the consumer took it)."""
+        """Write the run's one JSON object; True only once it is written and flushed (the consumer took it).
+
+        Only the first call writes: the harness reads stdout as one object, so a later one (the failure
+        note of a pull whose ack could not be saved after its mail was written) is refused, not appended.
+        """
         with self._lock:
-            if self._expired:
+            if self._expired or self._started:
                 return False
             self._started = True
         try:
