@@ -226,3 +226,8 @@ def test_a_long_catch_up_shows_progress_on_a_terminal_only(sb, cli):
         sb.send(to="P", sender="Q", content=f"gap2 {i}")
     piped = cli("--once", "--json", "--persona", "P")
     assert piped.code == 0 and len(piped.new_ids) == 120 and "catching up" not in piped.stderr
+
+
+def test_nested_commands_write_help_through_the_environment_and_take_quiet(cli):
+    result = cli("session", "stop", "--help")
+    assert result.code == 0 and "usage: kijito-pull session stop" in result.stdout and "--quiet" in result.stdout

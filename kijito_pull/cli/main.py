@@ -55,6 +55,11 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.env = env
 
+    def add_subparsers(self, **kwargs: Any):  # type: ignore[override]
+        """Nested commands (`session stop`, `install claude`) write through the same Environment."""
+        kwargs.setdefault("parser_class", functools.partial(_Parser, env=self.env))
+        return super().add_subparsers(**kwargs)
+
     def _print_message(self, message: str, file=None) -> None:  # type: ignore[override]
         if message and self.env is not None:
             (self.env.stderr if file is sys.stderr else self.env.stdout).write(message)
@@ -72,17 +77,39 @@ def build_parser(env: Environment | None = None, only: str | None = None) -> arg
     parser = _Parser(prog="kijito-pull", description=DESCRIPTION, epilog=EPILOG, env=env,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kijito-pull {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                parser_class=functools.partial(_Parser, env=env))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module in COMMANDS.items():
         if only is None or name == only:
             importlib.import_module(f"kijito_pull.cli.{module}").register(sub)
+    nested = _leaves(sub, nested_only=True)
     for command in sub.choices.values():
-        noise = command.add_argument_group("output volume").add_mutually_exclusive_group()
-        noise.add_argument("-q", "--quiet", action="store_true", help="only errors on stderr (no notes, no progress)")
-        noise.add_argument("-v", "--verbose", action="store_true",
-                           help="also log each HTTP request (method, path, status, time; never the token)")
+        _add_volume_flags(command, False)
+    for command in nested:
+        # `session stop -q` as well as `session -q stop`; SUPPRESS so the nested default does not undo it
+        _add_volume_flags(command, argparse.SUPPRESS)
     return parser
+
+
+def _leaves(sub: argparse._SubParsersAction, nested_only: bool = False) -> list[argparse.ArgumentParser]:
+    """The parsers that actually run something (`session stop`, not `session`)."""
+    out = []
+    for command in sub.choices.values():
+        inner = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        if inner:
+            out.extend(_leaves(inner[0]))
+        elif not nested_only:
+            out.append(command)
+    return out
+
+
+def _add_volume_flags(parser: argparse.ArgumentParser, default: object) -> None:
+    if "--quiet" in parser._option_string_actions:
+        return  # the command defines these itself
+    noise = parser.add_argument_group("output volume").add_mutually_exclusive_group()
+    noise.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="only errors on stderr (no notes, no progress)")
+    noise.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="also log each HTTP request (method, path, status, time; never the token)")
 
 
 def _normalise(argv: list[str]) -> list[str]:
