@@ -1,0 +1,443 @@
+"""Every entry point that pulls mail, as a real subprocess, and what each one handed over.
+
+Shared by the fault matrix, the concurrency and token tests, the entry-point crash trials and the soak
+script. Output always goes to files (a pipe nobody reads blocks the writer, which then holds the cursor
+lock); the pi child's stdout is the one exception: a thread reads and acknowledges it as it comes, the
+way the pi extension does, and copies every line to a file.
+
+    once                kijito-pull --once --json --persona P
+    watch               kijito-pull watch --persona P          (NDJSON on stdout, or --events-file)
+    hook-session-start  kijito-pull hook claude-session-start  (hook JSON on stdin, in an opted-in project)
+    hook-stop           kijito-pull hook claude-stop
+    pi-child            kijito-pull watch --persona P --ack-stdin   (acked by a thread)
+    hook-codex-session-start, hook-codex-stop   kijito-pull hook codex-*  (Codex: `{}` for nothing)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+#: The console script, as Claude Code runs it (its early gate answers hooks before the CLI imports).
+KIJITO_PULL = str(Path(sys.executable).parent / "kijito-pull")
+
+PYTHONPATH_ENV = "KIJITO_PULL_TEST_PYTHONPATH"
+
+ONCE = "once"
+WATCH = "watch"
+SESSION_START = "hook-session-start"
+STOP = "hook-stop"
+PI_CHILD = "pi-child"
+CODEX_SESSION_START = "hook-codex-session-start"
+CODEX_STOP = "hook-codex-stop"
+HOOK_NAMES = {SESSION_START: "claude-session-start", STOP: "claude-stop",
+              CODEX_SESSION_START: "codex-session-start", CODEX_STOP: "codex-stop"}
+HOOK_EVENTS = {SESSION_START: "SessionStart", STOP: "Stop", CODEX_SESSION_START: "SessionStart",
+               CODEX_STOP: "Stop"}
+CODEX_HOOKS = (CODEX_SESSION_START, CODEX_STOP)
+HOOKS = (SESSION_START, STOP, *CODEX_HOOKS)
+ENTRIES = (ONCE, WATCH, SESSION_START, STOP, PI_CHILD, *CODEX_HOOKS)
+
+# How the hook text names a message ("Message 2 of 5: id 123, from loom, ...", or in the listing of
+# what did not fit "- Message 7 of 90: id 130, from ..."), and the tail it could not even list.
+_HOOK_ID = re.compile(r"Message \d+ of \d+: id (\d+), from ")
+_HOOK_RANGE = re.compile(r"not listed; their ids run from (\d+) to (\d+)\.")
+
+
+def opt_in_text(persona: str) -> str:
+    return f"# Project\n\n- inbox monitor: raise on start\n- inbox persona: {persona}\n"
+
+
+class System:
+    """One Kijito API base and token, one state dir and one opted-in project: what every entry point
+    of one test shares, so they all pull through the same cursor (consumer `agent` unless told)."""
+
+    def __init__(self, api_base: str, token: str, work: Path, persona: str, *, consumer: str | None = None,
+                 extra_env: Mapping[str, str] | None = None):
+        self.api_base = api_base
+        self.token = token
+        self.work = Path(work)
+        self.persona = persona
+        self.consumer = consumer
+        self.state_dir = self.work / "state"
+        self.project = self.work / "project"
+        self.project.mkdir(parents=True, exist_ok=True)
+        (self.project / ".git").mkdir(exist_ok=True)
+        (self.project / "AGENTS.md").write_text(opt_in_text(persona))
+        self.env = {
+            "KIJITOMON_TOKEN": token,
+            "KIJITO_BASE": api_base,
+            "KIJITO_PULL_STATE_DIR": str(self.state_dir),
+            "KIJITO_PULL_CONFIG": str(self.work / "no-config.toml"),
+            "PATH": os.environ.get("PATH", ""),
+            # To check that a harness catches a deliberately broken copy of the package, point this at it.
+            "PYTHONPATH": os.environ.get(PYTHONPATH_ENV) or str(REPO),
+            "HOME": str(self.work),
+            "CLAUDE_CODE_ENTRYPOINT": "sdk-cli",  # headless: no waker sentence, no output without mail
+            "KIJITO_PULL_CLAUDE_WAKER": "off",
+            **(extra_env or {}),
+        }
+        self._n = 0
+        self._n_lock = threading.Lock()
+
+    # -- argv -----------------------------------------------------------------------------------
+
+    def consumer_args(self) -> list[str]:
+        return ["--consumer", self.consumer] if self.consumer else []
+
+    def once_argv(self, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "kijito_pull", "--once", "--json", "--persona", self.persona,
+                *self.consumer_args(), *extra]
+
+    def watch_argv(self, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "kijito_pull", "watch", "--persona", self.persona, *self.consumer_args(),
+                *extra]
+
+    def cli_argv(self, *argv: str) -> list[str]:
+        return [sys.executable, "-m", "kijito_pull", *argv]
+
+    def next_paths(self, tag: str) -> tuple[Path, Path]:
+        with self._n_lock:
+            self._n += 1
+            n = self._n
+        runs = self.work / "runs"
+        runs.mkdir(exist_ok=True)
+        return runs / f"{n:05d}-{tag}.out", runs / f"{n:05d}-{tag}.err"
+
+    # -- spawning ---------------------------------------------------------------------------------
+
+    def spawn(self, argv: list[str], out: Path, err: Path, *, env: Mapping[str, str] | None = None,
+              stdin: Any = subprocess.DEVNULL, cwd: Path | None = None) -> subprocess.Popen:
+        with open(out, "ab") as o, open(err, "ab") as e:
+            return subprocess.Popen(argv, stdout=o, stderr=e, stdin=stdin, env={**self.env, **(env or {})},
+                                    cwd=str(cwd or self.work))
+
+    def hook_payload(self, entry: str, session_id: str = "sess-1", **fields: Any) -> str:
+        data: dict[str, Any] = {"session_id": session_id, "cwd": str(self.project),
+                                "hook_event_name": HOOK_EVENTS[entry]}
+        if entry in CODEX_HOOKS:
+            data.update({"transcript_path": None, "model": "gpt-5-codex", "permission_mode": "default"})
+        if HOOK_EVENTS[entry] == "Stop":
+            data["stop_hook_active"] = False
+            if entry in CODEX_HOOKS:
+                data.update({"turn_id": "turn-1", "last_assistant_message": "done"})
+        else:
+            data["source"] = "startup"
+        data.update(fields)
+        return json.dumps(data)
+
+    def spawn_hook(self, entry: str, out: Path, err: Path, *, session_id: str = "sess-1",
+                   env: Mapping[str, str] | None = None, payload: str | None = None) -> subprocess.Popen:
+        """`kijito-pull hook claude-*` as Claude Code runs it: the console script, in the project, JSON on
+        stdin (written and closed at once; the payload is far below a pipe's buffer)."""
+        proc = self.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], out, err, env=env, stdin=subprocess.PIPE,
+                          cwd=self.project)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write((payload if payload is not None else self.hook_payload(entry, session_id)).encode())
+            proc.stdin.close()
+        except BrokenPipeError:  # killed before it read its input
+            pass
+        proc.stdin = None
+        return proc
+
+    def run(self, argv: list[str], *, timeout: float = 60, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None) -> Ran:
+        out, err = self.next_paths("run")
+        started, started_at = time.monotonic(), time.time()
+        proc = self.spawn(argv, out, err, env=env, cwd=cwd)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"{argv[2:]} did not exit within {timeout} s") from None
+        return Ran(proc.returncode, out.read_text(errors="replace"), err.read_text(errors="replace"),
+                   time.monotonic() - started, started_at, time.time())
+
+    def run_hook(self, entry: str, *, timeout: float = 60, env: Mapping[str, str] | None = None,
+                 session_id: str = "sess-1") -> Ran:
+        out, err = self.next_paths(entry)
+        started, started_at = time.monotonic(), time.time()
+        proc = self.spawn_hook(entry, out, err, session_id=session_id, env=env)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"{entry} did not exit within {timeout} s") from None
+        return Ran(proc.returncode, out.read_text(errors="replace"), err.read_text(errors="replace"),
+                   time.monotonic() - started, started_at, time.time())
+
+    def lock_rows(self) -> list[dict]:
+        ran = self.run(self.cli_argv("status", "--json"))
+        assert ran.code == 0, ran.stderr
+        return [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+
+
+@dataclass
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    started_at: float = 0.0  # wall clock (time.time()), to compare with the sandbox's request log
+    ended_at: float = 0.0
+
+    def ndjson(self) -> list[dict]:
+        return ndjson_events(self.stdout)[0]
+
+    def new_ids(self) -> list[int]:
+        return [e["id"] for e in self.ndjson() if e.get("event") == "new"]
+
+
+# -- reading what was handed over ------------------------------------------------------------------
+
+
+def ndjson_events(text: str) -> tuple[list[dict], bool]:
+    """The complete lines of an NDJSON stream, and whether a torn last line (cut by a kill) was ignored."""
+    lines = text.split("\n")
+    torn = lines[-1] != ""
+    return [json.loads(line) for line in lines[:-1] if line.strip()], torn
+
+
+def new_ids(events: Iterable[dict]) -> list[int]:
+    return [e["id"] for e in events if e.get("event") == "new"]
+
+
+def hook_text(stdout: str) -> str | None:
+    """The text a hook handed to its harness (additionalContext or a Stop block's reason), or None when it
+    handed over nothing (no output, or Codex's `{}`). Raises AssertionError when stdout is anything but
+    one JSON object the harness reads."""
+    if not stdout.strip():
+        return None
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, f"hook stdout is not one JSON line: {stdout[:500]!r}"
+    data = json.loads(lines[0])
+    assert isinstance(data, dict), data
+    if data == {}:
+        return None
+    if "hookSpecificOutput" in data:
+        text = data["hookSpecificOutput"]["additionalContext"]
+    else:
+        assert data.get("decision") == "block", data
+        text = data["reason"]
+    assert isinstance(text, str)
+    return text
+
+
+def hook_ids(stdout: str, universe: Iterable[int] = ()) -> list[int]:
+    """The message ids a hook handed over, in order. Messages that did not even fit the listing are named
+    only as a range ("their ids run from L to H"); those count as the ids of `universe` in that range."""
+    text = hook_text(stdout)
+    if text is None:
+        return []
+    ids = [int(m) for m in _HOOK_ID.findall(text)]
+    pool = sorted(set(universe))
+    for low, high in _HOOK_RANGE.findall(text):
+        ids.extend(i for i in pool if int(low) <= i <= int(high) and i not in ids)
+    return ids
+
+
+# -- the pi child ----------------------------------------------------------------------------------
+
+
+@dataclass
+class PiChild:
+    """`kijito-pull watch --persona P --ack-stdin` with a thread acknowledging each `new` event the way the
+    pi extension does once `sendUserMessage` returned. Every stdout line is also copied to `out`."""
+
+    proc: subprocess.Popen
+    out: Path
+    err: Path
+    events: list[dict] = field(default_factory=list)
+    acked: list[tuple[int, float]] = field(default_factory=list)  # (message id, wall time of the ack)
+    torn: bool = False
+    _reader: threading.Thread | None = None
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    @classmethod
+    def start(cls, system: System, *extra: str, env: Mapping[str, str] | None = None,
+              tag: str = "pi") -> PiChild:
+        out, err = system.next_paths(tag)
+        with open(err, "ab") as e:
+            proc = subprocess.Popen(system.watch_argv("--ack-stdin", *extra), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=e, env={**system.env, **(env or {})},
+                                    cwd=str(system.work))
+        child = cls(proc, out, err)
+        child._reader = threading.Thread(target=child._pump, daemon=True)
+        child._reader.start()
+        return child
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        with open(self.out, "ab") as copy:
+            buffer = b""
+            while True:
+                chunk = self.proc.stdout.read1(65536) if hasattr(self.proc.stdout, "read1") else \
+                    self.proc.stdout.read(1)
+                if not chunk:
+                    break
+                copy.write(chunk)
+                copy.flush()
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        self._handle(json.loads(line))
+            self.torn = bool(buffer)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _handle(self, event: dict) -> None:
+        if event.get("event") == "new":
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(json.dumps({"ack": event["event_id"]}).encode() + b"\n")
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                pass  # the child is gone: the extension's answer would be lost the same way
+            else:
+                self.acked.append((event["id"], time.time()))
+        with self._cond:
+            self.events.append(event)
+            self._cond.notify_all()
+
+    def wait_for(self, predicate, timeout: float) -> dict | None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for event in self.events:
+                    if predicate(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (self._reader is not None and not self._reader.is_alive()):
+                    return None
+                self._cond.wait(min(remaining, 0.2))
+
+    def acked_ids(self) -> list[int]:
+        return [i for i, _ in self.acked]
+
+    def close(self, timeout: float = 15) -> int:
+        """Close stdin (the extension's way to end the child) and wait for it to exit."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+# -- files ---------------------------------------------------------------------------------------------
+
+
+class FileEvents:
+    """New events appended to a file by another process (watch's stdout or its --events-file), read as
+    they come: complete lines only, so a line still being written is picked up next time."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.events: list[dict] = []
+
+    def poll(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        fresh = [json.loads(line) for line in data[:end].split(b"\n") if line.strip()]
+        self.events.extend(fresh)
+        return fresh
+
+    def wait_for(self, predicate, timeout: float) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            for event in self.events:
+                if predicate(event):
+                    return event
+            self.poll()
+            if any(predicate(e) for e in self.events):
+                continue
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
+    def new_ids(self) -> list[int]:
+        self.poll()
+        return new_ids(self.events)
+
+
+def stderr_problems(text: str) -> list[str]:
+    """What is wrong with a command's stderr: a traceback, or a line that is not one of ours."""
+    problems = []
+    if "Traceback" in text:
+        problems.append(f"traceback on stderr: {text[-800:]!r}")
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("kijito-pull"):
+            problems.append(f"stray stderr line: {line[:300]!r}")
+    return problems
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def argv_of_tree(pid: int) -> list[bytes]:
+    argvs = []
+    for p in descendants(pid):
+        try:
+            argvs.append(Path(f"/proc/{p}/cmdline").read_bytes())
+        except OSError:
+            pass
+    return argvs
