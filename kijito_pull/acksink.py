@@ -61,7 +61,7 @@ class StdinCommands(threading.Thread):
             return
         try:
             command = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # malformed, or nested deeper than the parser's stack
             command = None
         if isinstance(command, dict) and command.get("sweep") is True:
             self.loop.put(SWEEP)

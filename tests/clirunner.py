@@ -25,7 +25,8 @@ class Result:
 
     @property
     def events(self) -> list[dict]:
-        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+        # NDJSON lines end at "\n" only: content may carry U+2028 or C1 controls that splitlines() splits on.
+        return [json.loads(line) for line in self.stdout.split("\n") if line.strip()]
 
     def of_kind(self, kind: str) -> list[dict]:
         return [e for e in self.events if e["event"] == kind]
@@ -63,7 +64,12 @@ class Cli:
 
     def run(self, *argv: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> Result:
         proc = self.spawn(*argv, env=env)
-        out, err = proc.communicate(timeout=timeout)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never leave a hung child behind
+            proc.communicate()
+            raise
         return Result(proc.returncode, out, err)
 
     def state_files(self) -> list[Path]:

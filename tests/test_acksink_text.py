@@ -42,3 +42,17 @@ def test_no_text_without_content_or_for_signals() -> None:
     out = io.StringIO()
     AckSink(out, StdinCommands(io.StringIO(""), queue.Queue())).signal(factory.signal("armed", "river"))
     assert "text" not in json.loads(out.getvalue())
+
+
+def test_a_deeply_nested_control_line_is_reported_not_fatal():
+    import io
+    import queue
+
+    from kijito_pull.acksink import SWEEP, StdinCommands
+
+    loop: queue.Queue = queue.Queue()
+    errors = io.StringIO()
+    commands = StdinCommands(io.StringIO("[" * 100000 + "\n" + '{"sweep": true}\n'), loop, errors)
+    commands.run()
+    assert "malformed control line" in errors.getvalue()
+    assert loop.get_nowait() == SWEEP  # the line after it is still obeyed
