@@ -8,7 +8,6 @@ and maps failures to exit codes.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 from pathlib import Path
 
@@ -64,9 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                               "install" else "undo `kijito-pull install`"),
                                 description=DESCRIPTION[action], epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-        # Nested parsers write help and errors to the command's Environment too, like the top-level one.
-        targets = parser.add_subparsers(dest="target", metavar="TARGET", parser_class=functools.partial(
-            type(parser), **({"env": parser.env} if hasattr(parser, "env") else {})))
+        targets = parser.add_subparsers(dest="target", metavar="TARGET")
         for target in TARGETS:
             t = targets.add_parser(target, help=HELP[target], description=HELP[target], epilog=EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,8 +86,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "absolute path)")
             t.add_argument("--dry-run", action="store_true",
                            help="print the commands and a diff of every file, change nothing")
-            t.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                           help="print nothing but errors (a --dry-run still prints its plan)")
             t.set_defaults(run=run, action=action)
         parser.set_defaults(run=lambda args, env, p=parser: _help(p, env), action=action)
 
