@@ -362,7 +362,7 @@ def test_claude_project_round_trip_is_byte_for_byte(m):
     path = m.project / ".claude" / "settings.json"
     path.parent.mkdir()
     path.write_text(USER_SETTINGS)
-    code, out, err = m.run("install", "claude", "--project", cwd=m.project / "sub")
+    code, out, err = m.run("install", "claude", "--project")
     assert code == 0, err
     plugin = common.data_dir(m.environ) / "claude-plugin"
     assert [c[1:] for c in m.calls()] == [
@@ -392,6 +392,20 @@ def test_claude_project_round_trip_is_byte_for_byte(m):
     assert path.read_text() == USER_SETTINGS
     assert not common.backup_path(path).exists()
     assert not plugin.exists()  # no scope uses the plugin files any more
+
+
+def test_claude_project_is_the_folder_claude_starts_in(m):
+    """Claude Code loads a project-scope plugin only when started in that folder: --project from a
+    subfolder wires the subfolder (Codex, by contrast, takes the repository root)."""
+    m.fake("claude", FAKE_CLAUDE)
+    assert m.run("install", "claude", "--project", cwd=m.project / "sub")[0] == 0
+    assert (m.project / "sub" / ".claude" / "settings.json").exists()
+    assert not (m.project / ".claude").exists()
+    assert m.run("install", "claude", "--project")[0] == 0
+    rows = [r for r in wiring("claude", m.environ, str(m.project / "sub")) if r.scope == "project"]
+    assert [r.path for r in rows] == [str(m.project / "sub" / ".claude" / "settings.json"),
+                                      str(m.project / ".claude" / "settings.json")]
+    assert "not in" not in rows[0].detail and f"when started in {m.project}" in rows[1].detail
 
 
 def test_claude_round_trip_without_a_settings_file_removes_it_again(m):

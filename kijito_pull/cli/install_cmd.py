@@ -74,8 +74,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                help="the supervisor (default: launchd on macOS, else systemd)")
             else:
                 scope = t.add_mutually_exclusive_group()
+                where = ("the repository around the current folder" if target == "codex"
+                         else f"the current folder, where you start {target}")
                 scope.add_argument("--project", nargs="?", const="", default=None, metavar="DIR",
-                                   help="this project only (the repository around the current folder, or DIR)")
+                                   help=f"this project only ({where}; or DIR)")
                 scope.add_argument("--user", action="store_true", help="every project of yours (the default)")
                 if target in ("claude", "pi"):
                     t.add_argument("--bin", metavar="PATH", help=f"the {target} executable (default: `{target}` "
@@ -137,7 +139,7 @@ def _dispatch(args: argparse.Namespace, env: Environment):
         if not project.is_dir():
             raise common.InstallError(f"--project {args.project}: no such folder", 2)
     else:
-        project = common.project_root(env.cwd)
+        project = common.default_project(args.target, env.cwd)
     kwargs = {"dry_run": args.dry_run}
     if args.target in ("claude", "pi"):
         kwargs["bin_path"] = args.bin

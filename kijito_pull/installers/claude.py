@@ -17,6 +17,7 @@ declared marketplace is never loaded by `claude -p`, a user one only from the se
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -135,13 +136,15 @@ def is_ours(data: Any, environ: Mapping[str, str]) -> bool:
 def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
     from kijito_pull.installers import Wiring
 
-    project = common.project_root(cwd)
     command, exists = common.command_executable(HOOK_COMMAND, environ)
     out = []
-    places = [(PROJECT, settings_path(PROJECT, environ, project)),
-              ("local", project / ".claude" / "settings.local.json"),
-              (USER, settings_path(USER, environ, project))]
-    for scope, path in places:
+    here = Path(os.path.abspath(cwd))
+    places = []
+    for folder in common.project_dirs(cwd):
+        places += [(PROJECT, folder, settings_path(PROJECT, environ, folder)),
+                   ("local", folder, folder / ".claude" / "settings.local.json")]
+    places.append((USER, here, settings_path(USER, environ, here)))
+    for scope, project, path in places:
         try:
             data = common.read_json(path).data
         except InstallError as exc:
@@ -162,6 +165,8 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
                                "(`claude plugin list` does not show it)")
             if not exists:
                 details.append("the hooks run `kijito-pull` from PATH, and it is not on this PATH")
+            if project != here and scope != USER:
+                details.append(f"Claude Code reads it when started in {project}, not in {here}")
         elif path.exists() and scope != "local":
             details.append("no kijito-pull plugin enabled here")
         if ids or path.exists():
@@ -206,6 +211,10 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
     else:
         outcome.commands = [market, plug]
     outcome.notes.append(f"plugin files: {folder}" + (f" ({', '.join(stale)} new)" if stale else ""))
+    twins = [i for i in enabled_ids(file.data) if i != PLUGIN_ID]
+    if twins:
+        outcome.notes.append(f"{path} also enables {twins[0]}: its hooks would run as well as these; "
+                             f"`claude plugin uninstall {twins[0]} --scope {scope}` removes it")
     expected = with_ours(file.data, environ)
     expected_bytes = file.edited(expected)
     outcome.diffs.append(common.diff(path, file.raw, expected_bytes))
@@ -299,3 +308,7 @@ def _remove_plugin_dir(environ: Mapping[str, str]) -> None:
         return
     if found <= ours:
         shutil.rmtree(folder, ignore_errors=True)
+        try:
+            folder.parent.rmdir()  # kijito-pull's data folder, when nothing else is in it
+        except OSError:
+            pass

@@ -64,6 +64,22 @@ def project_root(cwd: str | os.PathLike) -> Path:
     return start
 
 
+def default_project(harness: str, cwd: str | os.PathLike) -> Path:
+    """The project `--project` means: for Codex the repository around `cwd` (Codex looks for
+    <repo>/.codex/hooks.json); for Claude Code and pi the folder itself, the one they are started in
+    (measured: Claude Code 2.1.197 started in a subfolder does not load a plugin installed for the
+    repository root, which is also what `claude plugin install --scope project` run there does)."""
+    return project_root(cwd) if harness == "codex" else Path(os.path.abspath(cwd))
+
+
+def project_dirs(cwd: str | os.PathLike) -> list[Path]:
+    """The folders whose project settings apply around `cwd`, for the read-only wiring look: `cwd`,
+    and the repository root above it when that is another folder."""
+    here = Path(os.path.abspath(cwd))
+    root = project_root(here)
+    return [here] if root == here else [here, root]
+
+
 def data_dir(environ: Mapping[str, str]) -> Path:
     """kijito-pull's user data folder (platformdirs' user_data_dir, computed from `environ`): where the
     installers keep the copies of the plugin files the harnesses load."""

@@ -102,12 +102,13 @@ def bin_command(environ: Mapping[str, str]) -> str:
 def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
     from kijito_pull.installers import Wiring
 
-    project = common.project_root(cwd)
     command, exists = common.command_executable(bin_command(environ), environ)
     if " " in bin_command(environ) and not exists:  # KIJITO_PULL_BIN is one path, spaces and all
         command, exists = bin_command(environ), common.which(bin_command(environ), environ) is not None
     out = []
-    for scope in (PROJECT, USER):
+    here = Path(os.path.abspath(cwd))
+    places = [(PROJECT, folder) for folder in common.project_dirs(cwd)] + [(USER, here)]
+    for scope, project in places:
         path = settings_path(scope, environ, project)
         try:
             data = common.read_json(path).data
@@ -125,6 +126,8 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
                                    f"--{scope}` again)")
         if scope == PROJECT and entries:
             details.append("pi 1.x loads a project's packages only once the project is trusted (/trust)")
+            if project != here:
+                details.append(f"pi reads it when started in {project}, not in {here}")
         if entries and not exists:
             details.append("the extension runs `kijito-pull` ($KIJITO_PULL_BIN, else PATH), and it is not found")
         if entries or path.exists():
@@ -270,5 +273,8 @@ def uninstall(scope: str, environ: Mapping[str, str], project: Path, *, dry_run:
                           "edited": f"kijito-pull's package removed from {path}"}[how.how])
     if how.backup:
         outcome.backups.append(how.backup)
+    if package_dir(environ).exists():
+        outcome.notes.append(f"kept: the package files in {package_dir(environ)} (other projects' installs may "
+                             f"use them; nothing loads them otherwise)")
     outcome.result = "uninstalled"
     return outcome
