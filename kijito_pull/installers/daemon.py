@@ -174,7 +174,8 @@ def lingering(environ: Mapping[str, str], cwd: Path) -> str:
     if value == "no":
         return (f"lingering is off: the unit stops when you log out; `loginctl enable-linger {user}` keeps it "
                 f"running")
-    return f"lingering: cannot tell ({ran.output.strip()[:200] or 'loginctl failed'})"
+    first = ran.output.strip().splitlines()[0][:200] if ran.output.strip() else "loginctl failed"
+    return f"lingering: cannot tell ({first})"
 
 
 def _token_note(system: str, environ: Mapping[str, str]) -> str | None:
