@@ -309,9 +309,11 @@ def early_gate(argv: list[str] | None = None) -> None:
         return
     codex = argv[2] in CODEX_HOOKS
     answered = False
+    ran = False
     try:
         code, inp = gate(argv[2], sys.stdin, os.environ, os.getcwd(), sys.stderr)
         if code is None and inp is not None:
+            ran = True
             from kijito_pull.cli.environment import Environment
 
             if codex:
@@ -328,8 +330,15 @@ def early_gate(argv: list[str] | None = None) -> None:
         code = 0
     if codex and not answered:
         answer_nothing(sys.stdout)
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if ran:
+        # Leave at once. The hook's answer is written and acknowledged, and the harness reads it only if
+        # the process exits 0: the interpreter's teardown (~30 ms, far longer than the write and the ack)
+        # is a window in which a kill would lose mail the cursor has already moved past. Nothing is left
+        # to flush or release (files are closed, leases and state saved, threads are daemons).
+        os._exit(code or 0)
     raise SystemExit(code or 0)
