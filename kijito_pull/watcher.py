@@ -188,10 +188,10 @@ class Watcher:
             row = counts.get(target.name)
             unread = row.unread if row else 0
             urgent = (row.unread_urgent or 0) if row else 0
-            rose = target.last_unread is not None and (
-                unread > target.last_unread or urgent > (target.last_urgent or 0))
+            # No earlier count (just adopted, or counts were unavailable): read it, we cannot tell a rise.
+            rose = target.last_unread is None or unread > target.last_unread or urgent > (target.last_urgent or 0)
             target.last_unread, target.last_urgent = unread, urgent
-            if rose or target.last_unread is None:
+            if rose:
                 due.append(target)
             elif item.advanced:
                 # Mail arrived somewhere without raising this persona's count: a cheap skip. The floor
