@@ -27,6 +27,7 @@ from kijito_pull.state import LockTimeout, StateError
 ACCOUNT = "*"  # the persona field of account-wide signals
 RETRY_CAP = 30.0
 PIN_RETRY = 30.0
+STALE_RECHECK = 3.0  # a count rose but the inbox read showed nothing new (a lagging replica?): read once more
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Target:
     skips: int = 0
     retry_at: float | None = None
     refusals: int = 0
+    rechecked: bool = False  # the one re-read after a count rise that found nothing has been scheduled
     hidden: alarms.SetAlarm = field(default_factory=lambda: alarms.SetAlarm(
         "unread mail outside the newest window", "hidden_unread_inboxes"))
 
@@ -146,7 +148,8 @@ class Watcher:
 
     # -- pulling -----------------------------------------------------------------------------------
 
-    def pull(self, target: Target) -> None:
+    def pull(self, target: Target, expect_mail: bool = False) -> None:
+        """Pull one persona. `expect_mail`: its unread count just rose, so an empty read is suspicious."""
         now = self.clock()
         try:
             report = pull_through(target.engine, self.factory, self.sink,
@@ -166,9 +169,14 @@ class Watcher:
             target.retry_at = now + min(RETRY_CAP, 2.0 ** (target.refusals - 1))
         elif report.pinned:
             target.retry_at = now + PIN_RETRY
+        elif expect_mail and not report.delivered and not target.rechecked:
+            target.rechecked = True
+            target.retry_at = now + STALE_RECHECK
         else:
             target.refusals = 0
             target.retry_at = None
+        if report.delivered:
+            target.rechecked = False
         if report.hidden_unread is not None:
             self._raise(target.name, target.hidden.update({target.name} if report.hidden_unread else set()))
 
@@ -184,6 +192,7 @@ class Watcher:
         self._raise(ACCOUNT, self.notify_health.success("notify/pending"))
         counts = {c.persona: c for c in item.result.counts}
         due = []
+        rising: set[str] = set()
         for target in self.targets.values():
             row = counts.get(target.name)
             unread = row.unread if row else 0
@@ -193,6 +202,7 @@ class Watcher:
             target.last_unread, target.last_urgent = unread, urgent
             if rose:
                 due.append(target)
+                rising.add(target.name)
             elif item.advanced:
                 # Mail arrived somewhere without raising this persona's count: a cheap skip. The floor
                 # forces a real read now and then, so a stale or wrong count can never blind us.
@@ -200,7 +210,8 @@ class Watcher:
                 if target.skips >= self.opts.resync_every:
                     due.append(target)
         for target in due:
-            self.pull(target)
+            self.pull(target, expect_mail=target.name in rising and target.last_unread is not None
+                      and target.last_unread > 0)
         if self.opts.all_personas:
             for persona, row in counts.items():
                 if row.unread > 0 and persona.casefold() not in self.targets:

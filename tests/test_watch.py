@@ -360,3 +360,13 @@ def test_content_options_and_suppressed_authors(sb, cli, watches):
     opaque = start(watches, cli, "--persona", "P", "--no-content")
     event = opaque.wait_for(lambda e: e["event"] == "new")
     assert "content" not in event and event["from"] == "Q"
+
+
+def test_a_stale_empty_read_after_a_count_rise_is_read_again(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P")
+    w.wait_for(lambda e: e["event"] == "armed")
+    # The next inbox read answers "nothing" although the count rose (a lagging replica).
+    sb.add_fault({"kind": "mutate", "path": "/api/inbox", "times": 1,
+                  "set": {"result": [], "truncated": False, "next_before_id": None}})
+    mid = sb.send(to="P", sender="Q", content="behind a stale read")
+    assert w.new("behind a stale read", timeout=8)["id"] == mid

@@ -16,7 +16,7 @@ def make_watcher(personas):
                       factory=EventFactory(), options=WatchOptions(resync_every=3), personas=personas,
                       stop=threading.Event())
     pulled: list[str] = []
-    watcher.pull = lambda target: pulled.append(target.name)  # type: ignore[method-assign]
+    watcher.pull = lambda target, expect_mail=False: pulled.append(target.name)  # type: ignore[method-assign]
     return watcher, pulled
 
 
