@@ -55,6 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kijito_pull.sandbox import Sandbox  # noqa: E402
+from scripts.crash_trials import audit_delivery  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
     CODEX_SESSION_START,
     CODEX_STOP,
@@ -294,40 +295,9 @@ class EntryTrials:
         run.ids = new_ids(e for e in events if e.get("persona") == PERSONA)
 
     def check(self) -> dict:
+        found, delivered_at, per_run = audit_delivery(self.runs, self.expected, self.self_echo)
         problems = self.problems
-        delivered_at: dict[int, list[int]] = {}
-        for run in self.runs:
-            for i in run.ids:
-                delivered_at.setdefault(i, []).append(run.index)
-        order = sorted(self.expected)
-        seen: set[int] = set()
-        low = 0
-        for run in self.runs:
-            if any(b <= a for a, b in zip(run.ids, run.ids[1:])):
-                problems.append(f"run {run.index}: ids not strictly increasing: {run.ids[:40]}")
-            for i in run.ids:
-                while low < len(order) and order[low] in seen:
-                    low += 1
-                if low < len(order) and order[low] < i:
-                    problems.append(f"run {run.index}: delivered {i} while older {order[low]} was undelivered")
-                    break
-                seen.add(i)
-            if not run.killed and run.returncode != 0:
-                problems.append(f"run {run.index} ({run.kind}) exited {run.returncode}: "
-                                f"{run.err.read_text(errors='replace')[-500:]}")
-        lost = sorted(self.expected - set(delivered_at))
-        if lost:
-            problems.append(f"lost {len(lost)} messages: {lost[:20]}")
-        echoed = sorted(self.self_echo & set(delivered_at))
-        if echoed:
-            problems.append(f"self-echo delivered: {echoed[:20]}")
-        unknown = sorted(set(delivered_at) - self.expected - self.self_echo)
-        if unknown:
-            problems.append(f"delivered ids never sent to {PERSONA}: {unknown[:20]}")
-        per_run: dict[int, int] = {}
-        for where in delivered_at.values():
-            for a in where[:-1]:
-                per_run[a] = per_run.get(a, 0) + 1
+        problems.extend(found)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
         batch = self.entry in HOOKS
@@ -358,7 +328,7 @@ class EntryTrials:
             "self_echo_sent": len(self.self_echo),
             "sent_while_running": sum(r.late for r in self.runs),
             "delivered": len(set(delivered_at) & self.expected),
-            "lost": len(lost),
+            "lost": len(self.expected - set(delivered_at)),
             "duplicates": duplicates,
             "max_dup_per_kill": max(per_run.values(), default=0),
             "kills_that_caused_duplicates": dup_kills,

@@ -202,43 +202,7 @@ class Trials:
                 run.ids.append(event["id"])
 
     def check(self) -> dict:
-        problems: list[str] = []
-        delivered_at: dict[int, list[int]] = {}  # id -> run indexes that delivered it
-        for run in self.runs:
-            for i in run.ids:
-                delivered_at.setdefault(i, []).append(run.index)
-        # Every id is sent before any run that could deliver it, and ids grow, so "all older mail for P
-        # was delivered first" means: at each delivery, the oldest undelivered expected id is not older.
-        order = sorted(self.expected)
-        seen: set[int] = set()
-        low = 0
-        for run in self.runs:
-            if any(b <= a for a, b in zip(run.ids, run.ids[1:])):
-                problems.append(f"run {run.index}: ids not strictly increasing: {run.ids}")
-            for i in run.ids:
-                while low < len(order) and order[low] in seen:
-                    low += 1
-                if low < len(order) and order[low] < i:
-                    problems.append(f"run {run.index}: delivered {i} while older {order[low]} was undelivered")
-                    break
-                seen.add(i)
-            if not run.killed and run.returncode != 0:
-                problems.append(f"run {run.index} ({run.kind}) exited {run.returncode}: "
-                                f"{run.err.read_text(errors='replace')[-500:]}")
-        lost = sorted(self.expected - set(delivered_at))
-        if lost:
-            problems.append(f"lost {len(lost)} messages: {lost[:20]}")
-        echoed = sorted(self.self_echo & set(delivered_at))
-        if echoed:
-            problems.append(f"self-echo delivered: {echoed[:20]}")
-        unknown = sorted(set(delivered_at) - self.expected - self.self_echo)
-        if unknown:
-            problems.append(f"delivered ids never sent to {PERSONA}: {unknown[:20]}")
-        # Duplicates attributed to the run whose kill caused them: its ids that a later run delivered again.
-        per_run: dict[int, int] = {}
-        for where in delivered_at.values():
-            for a in where[:-1]:
-                per_run[a] = per_run.get(a, 0) + 1
+        problems, delivered_at, per_run = audit_delivery(self.runs, self.expected, self.self_echo)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
         for index, count in per_run.items():
@@ -264,7 +228,7 @@ class Trials:
             "self_echo_sent": len(self.self_echo),
             "delivered": len(set(delivered_at) & self.expected),
             "deliveries": sum(len(w) for w in delivered_at.values()),
-            "lost": len(lost),
+            "lost": len(self.expected - set(delivered_at)),
             "duplicates": duplicates,
             "max_dup_per_kill": max(per_run.values(), default=0),
             "backward_pages": None,
@@ -348,6 +312,52 @@ def main(argv: list[str] | None = None) -> int:
             print(f"outputs kept in {t.work}")
     return 0 if ok else 1
 
+
+
+def audit_delivery(runs: list, expected: set[int], self_echo: set[int]) -> tuple[list[str], dict, dict]:
+    """What every crash-trial script checks of its runs' output (each run has index, ids, killed, kind,
+    returncode, err): order within and across runs, nothing lost, no self-echo, nothing unknown.
+
+    Returns (problems, delivered_at: id -> run indexes, per_run: run index -> ids it delivered that a
+    later run delivered again, i.e. the duplicates attributed to that run's kill).
+    """
+    problems: list[str] = []
+    delivered_at: dict[int, list[int]] = {}
+    for run in runs:
+        for i in run.ids:
+            delivered_at.setdefault(i, []).append(run.index)
+    # Every id is sent before any run that could deliver it, and ids grow, so "all older mail for P
+    # was delivered first" means: at each delivery, the oldest undelivered expected id is not older.
+    order = sorted(expected)
+    seen: set[int] = set()
+    low = 0
+    for run in runs:
+        if any(b <= a for a, b in zip(run.ids, run.ids[1:])):
+            problems.append(f"run {run.index}: ids not strictly increasing: {run.ids[:40]}")
+        for i in run.ids:
+            while low < len(order) and order[low] in seen:
+                low += 1
+            if low < len(order) and order[low] < i:
+                problems.append(f"run {run.index}: delivered {i} while older {order[low]} was undelivered")
+                break
+            seen.add(i)
+        if not run.killed and run.returncode != 0:
+            problems.append(f"run {run.index} ({run.kind}) exited {run.returncode}: "
+                            f"{run.err.read_text(errors='replace')[-500:]}")
+    lost = sorted(expected - set(delivered_at))
+    if lost:
+        problems.append(f"lost {len(lost)} messages: {lost[:20]}")
+    echoed = sorted(self_echo & set(delivered_at))
+    if echoed:
+        problems.append(f"self-echo delivered: {echoed[:20]}")
+    unknown = sorted(set(delivered_at) - expected - self_echo)
+    if unknown:
+        problems.append(f"delivered ids never sent to {PERSONA}: {unknown[:20]}")
+    per_run: dict[int, int] = {}
+    for where in delivered_at.values():
+        for a in where[:-1]:
+            per_run[a] = per_run.get(a, 0) + 1
+    return problems, delivered_at, per_run
 
 if __name__ == "__main__":
     raise SystemExit(main())
