@@ -297,16 +297,19 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def all_leases(environ: Mapping[str, str]) -> list[dict[str, Any]]:
-    directory = sessions_dir(environ)
+def _records(directory: Path) -> list[dict[str, Any]]:
+    """Every readable JSON record (lease or stop marker) in `directory`, by file name; none if it is absent."""
     try:
         names = sorted(n for n in os.listdir(directory) if n.endswith(".json") and not n.startswith("."))
     except OSError:
         return []
+    return [record for record in (_read_json(directory / name) for name in names) if record is not None]
+
+
+def all_leases(environ: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
-    for name in names:
-        lease = _read_json(directory / name)
-        if lease is not None and isinstance(lease.get("session_id"), str):
+    for lease in _records(sessions_dir(environ)):
+        if isinstance(lease.get("session_id"), str):
             lease["live"] = alive(lease.get("pid"), lease.get("pid_start"))
             out.append(lease)
     return out
@@ -488,17 +491,7 @@ def clear_stop(environ: Mapping[str, str], project: str, persona: str) -> Outcom
 
 
 def all_stop_markers(environ: Mapping[str, str]) -> list[dict[str, Any]]:
-    directory = stops_dir(environ)
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(".json") and not n.startswith("."))
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        marker = _read_json(directory / name)
-        if marker is not None:
-            out.append(marker)
-    return out
+    return _records(stops_dir(environ))
 
 
 def say(stream: Any, text: str) -> None:
