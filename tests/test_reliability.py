@@ -24,6 +24,7 @@ import pytest
 
 from kijito_pull.sandbox import Sandbox
 from tests.clirunner import REPO, Cli
+from tests.entrypoints import argv_of_tree
 
 PERSONA = "relbot"
 
@@ -144,35 +145,6 @@ def test_concurrent_once_runs_deliver_each_message_exactly_once(tmp_path):
 # -- (c) the token stays secret --------------------------------------------------------------------
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
-def _argv_of_tree(pid: int) -> list[bytes]:
-    argvs = []
-    for p in _descendants(pid):
-        try:
-            argvs.append(Path(f"/proc/{p}/cmdline").read_bytes())
-        except OSError:
-            pass
-    return argvs
-
-
 class _Secret:
     """A token and the ways it could leak: whole, or a distinctive piece of it."""
 
@@ -199,9 +171,9 @@ def _run_held(cli: Cli, sb: Sandbox, path: str, argv: list[str]) -> tuple[int, s
     sb.clear_requests()
     sb.add_fault({"kind": "hang", "seconds": 3, "path": path, "times": 1})
     proc = cli.spawn(*argv)
-    argvs = _argv_of_tree(proc.pid)
+    argvs = argv_of_tree(proc.pid)
     _wait_for_request(sb, path)
-    argvs += _argv_of_tree(proc.pid)
+    argvs += argv_of_tree(proc.pid)
     out, err = proc.communicate(timeout=60)
     return proc.returncode, out, err, argvs
 
@@ -247,7 +219,7 @@ def test_the_token_never_appears_in_output_state_or_argv(tmp_path):
 
         for argv in (["status"], ["status", "--json"]):
             proc = cli.spawn(*argv)
-            argvs = _argv_of_tree(proc.pid)
+            argvs = argv_of_tree(proc.pid)
             out, err = proc.communicate(timeout=60)
             assert proc.returncode == 0 and PERSONA in out, err
             _assert_no_leak(" ".join(argv), both, out, err, *argvs)
@@ -272,7 +244,7 @@ def test_the_token_never_appears_in_output_state_or_argv(tmp_path):
             listener.settimeout(20)
             conn, _ = listener.accept()
             with conn:
-                argvs = _argv_of_tree(proc.pid)
+                argvs = argv_of_tree(proc.pid)
                 assert argvs
                 _assert_no_leak("held run with a wrong token (argv)", both, *argvs)
         finally:
