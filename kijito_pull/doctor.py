@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kijito_pull import __version__, config, lifecycle, optin, paths
+from kijito_pull import __version__
+from kijito_pull.core import config, paths
+from kijito_pull.harnesses.session import lifecycle, optin
 
 OK = "ok"
 WARN = "warn"
@@ -59,7 +61,7 @@ class Context:
     timeout: float = 5.0
     #: Builds the API client; tests may replace it. Called with (api_base, token, auth_header, timeout).
     client_factory: Callable[..., Any] | None = None
-    #: `wiring(harness, environ, cwd)`; None = `kijito_pull.installers.wiring` (read-only).
+    #: `wiring(harness, environ, cwd)`; None = `kijito_pull.harnesses.registry.wiring` (read-only).
     wiring: Callable[[str, Mapping[str, str], str], list[Any]] | None = None
     # resolved by the checks, in order
     settings: dict[str, Any] = field(default_factory=dict)
@@ -262,7 +264,7 @@ def _client(ctx: Context) -> Any:
     assert ctx.api_base is not None and ctx.token is not None
     if ctx.client_factory is not None:
         return ctx.client_factory(ctx.api_base, ctx.token, ctx.auth_header, ctx.timeout)
-    from kijito_pull.api import KijitoClient
+    from kijito_pull.core.api import KijitoClient
 
     # One attempt: the doctor reports what a single request meets, it does not retry it away.
     return KijitoClient(ctx.api_base, ctx.token, auth_header=ctx.auth_header, timeout=ctx.timeout,
@@ -276,7 +278,7 @@ def check_reachability(ctx: Context) -> Finding:
     if missing:
         return Finding("reachability", WARN, f"not checked: no {' and no '.join(missing)} (see the findings above)",
                        "fix the token, api_base or persona finding first")
-    from kijito_pull.api import ApiError
+    from kijito_pull.core.models import ApiError
 
     client = _client(ctx)
     started = time.monotonic()
@@ -344,7 +346,7 @@ def check_persona(ctx: Context) -> Finding:
     if not ctx.reachable:
         return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}); not looked up: the server "
                                         "was not reachable", "fix the reachability finding")
-    from kijito_pull.api import ApiError
+    from kijito_pull.core.models import ApiError
 
     client = _client(ctx)
     try:
@@ -457,7 +459,7 @@ def _loose_modes(directory: Path) -> list[tuple[Path, int]]:
 
 def check_cursors(ctx: Context) -> Finding:
     """Every cursor: damaged or pinned ones, and who holds each lock (a flock dies with its holder)."""
-    from kijito_pull.state import StateStore
+    from kijito_pull.core.state import StateStore
 
     directory = paths.state_dir(ctx.environ) / "cursors"
     files = sorted(directory.glob("*.json")) if directory.is_dir() else []
@@ -546,7 +548,7 @@ def check_harnesses(ctx: Context) -> list[Finding]:
     if ctx.wiring is not None:
         wiring = ctx.wiring
     else:
-        from kijito_pull.installers import wiring
+        from kijito_pull.harnesses.registry import wiring
     rows: dict[str, list[Any]] = {}
     errors: dict[str, str] = {}
     for harness in ("claude", "pi", "codex", "daemon"):

@@ -7,10 +7,10 @@ import io
 import json
 import queue
 
-from kijito_pull import render
-from kijito_pull.acksink import AckSink, StdinCommands
-from kijito_pull.events import EventFactory
-from kijito_pull.models import Message
+from kijito_pull.core import render
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import Message
+from kijito_pull.harnesses.pi.acksink import AckSink, StdinCommands
 
 
 def _sink(out: io.StringIO, answer: str) -> AckSink:
@@ -48,11 +48,12 @@ def test_a_deeply_nested_control_line_is_reported_not_fatal():
     import io
     import queue
 
-    from kijito_pull.acksink import SWEEP, StdinCommands
+    from kijito_pull.core.sink import PULL_NOW
+    from kijito_pull.harnesses.pi.acksink import StdinCommands
 
     loop: queue.Queue = queue.Queue()
     errors = io.StringIO()
     commands = StdinCommands(io.StringIO("[" * 100000 + "\n" + '{"sweep": true}\n'), loop, errors)
     commands.run()
     assert "malformed control line" in errors.getvalue()
-    assert loop.get_nowait() == SWEEP  # the line after it is still obeyed
+    assert loop.get_nowait() == PULL_NOW  # the line after it is still obeyed

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull import lifecycle
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
-from kijito_pull.hooks import claude, claude_host, fastpath
+from kijito_pull.harnesses import hookgate as fastpath
+from kijito_pull.harnesses.claude import hooks as claude
+from kijito_pull.harnesses.claude import host as claude_host
+from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.sandbox import Sandbox
 
 TOKEN = "hook-token-5e1"
@@ -134,9 +136,10 @@ def test_not_opted_in_imports_nothing_heavy(plain):
         "    code = exc.code\n"
         "else:\n"
         "    code = 'no exit'\n"
-        "heavy = sorted(m for m in ('requests', 'urllib3', 'tenacity', 'platformdirs', 'kijito_pull.api',\n"
-        "               'kijito_pull.engine', 'argparse', 'http.client', 'socket', 'ssl', 'dataclasses',\n"
-        "               'kijito_pull.optin', 'kijito_pull.lifecycle', 'typing') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('requests', 'urllib3', 'tenacity', 'platformdirs', 'kijito_pull.core.api',\n"
+        "               'kijito_pull.core.engine', 'argparse', 'http.client', 'socket', 'ssl', 'dataclasses',\n"
+        "               'kijito_pull.harnesses.session.optin',\n"
+        "               'kijito_pull.harnesses.session.lifecycle', 'typing') if m in sys.modules)\n"
         "print(code, heavy)\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], input=json.dumps({"cwd": str(plain)}), capture_output=True,
@@ -159,7 +162,7 @@ def test_not_opted_in_console_hook_is_fast_enough(plain):
 
 
 def test_unreadable_agents_md_is_one_stderr_line(sb, tmp_path, monkeypatch):
-    from kijito_pull import optin
+    from kijito_pull.harnesses.session import optin
 
     folder = tmp_path / "locked"
     folder.mkdir()
@@ -700,7 +703,7 @@ def test_plugin_files_call_only_known_hooks():
 
 
 def test_precheck_reads_the_same_files_as_optin():
-    from kijito_pull import optin
+    from kijito_pull.harnesses.session import optin
 
     assert fastpath.OPT_IN_FILES == optin.FILES
     assert fastpath._READ_LIMIT >= optin.MAX_FILE_BYTES
@@ -717,7 +720,7 @@ OPT_IN_SPELLINGS = [
 @pytest.mark.parametrize("text", OPT_IN_SPELLINGS)
 @pytest.mark.parametrize("where", ["here", "parent", "claude-md"])
 def test_precheck_never_says_no_where_optin_says_yes(tmp_path, text, where):
-    from kijito_pull import optin
+    from kijito_pull.harnesses.session import optin
 
     repo = tmp_path / "repo"
     start = repo / "sub" / "dir"
@@ -732,7 +735,7 @@ def test_precheck_never_says_no_where_optin_says_yes(tmp_path, text, where):
 @pytest.mark.parametrize("text", ["", "# nothing here", "inbox persona: river", "the inbox is monitored",
                                   "inbox  monitor: raise on start"])
 def test_precheck_says_no_for_projects_that_never_mention_it(tmp_path, text):
-    from kijito_pull import optin
+    from kijito_pull.harnesses.session import optin
 
     (tmp_path / ".git").mkdir()
     (tmp_path / "AGENTS.md").write_text(text)
@@ -746,7 +749,7 @@ def test_precheck_property(tmp_path_factory):
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from kijito_pull import optin
+    from kijito_pull.harnesses.session import optin
 
     variants = {"i": "iI\u0130\u0131", "k": "kK\u212a", "s": "sS\u017f"}
 

@@ -1,4 +1,4 @@
-"""Unit tests of the Kijito API client (kijito_pull/api.py) against `responses` mocks.
+"""Unit tests of the Kijito API client (kijito_pull/core/api.py) against `responses` mocks.
 
 The contract is kijito-api.md: peek-only inbox requests, a named User-Agent, strict parsing in which
 nothing malformed ever reads as "no mail", transient-only retries, no redirects, and a token that
@@ -14,12 +14,13 @@ import pytest
 import requests
 import responses
 
-from kijito_pull import __version__, api
-from kijito_pull.api import (
+from kijito_pull import __version__
+from kijito_pull.core import api
+from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.models import (
     INEXACT,
     NO_ANSWER,
     ApiError,
-    KijitoClient,
     parse_inbox,
     parse_notify,
     parse_personas,

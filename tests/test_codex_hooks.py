@@ -19,7 +19,8 @@ import pytest
 
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
-from kijito_pull.hooks import codex, fastpath
+from kijito_pull.harnesses import hookgate as fastpath
+from kijito_pull.harnesses.codex import hooks as codex
 from kijito_pull.sandbox import Sandbox
 
 TOKEN = "codex-token-77a"
@@ -126,9 +127,10 @@ def test_not_opted_in_console_hook_prints_empty_object_and_imports_nothing_heavy
         "    code = exc.code\n"
         "else:\n"
         "    code = 'no exit'\n"
-        "heavy = sorted(m for m in ('requests', 'urllib3', 'tenacity', 'platformdirs', 'kijito_pull.api',\n"
-        "               'kijito_pull.engine', 'argparse', 'http.client', 'socket', 'ssl', 'dataclasses',\n"
-        "               'kijito_pull.optin', 'kijito_pull.lifecycle', 'typing') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('requests', 'urllib3', 'tenacity', 'platformdirs', 'kijito_pull.core.api',\n"
+        "               'kijito_pull.core.engine', 'argparse', 'http.client', 'socket', 'ssl', 'dataclasses',\n"
+        "               'kijito_pull.harnesses.session.optin',\n"
+        "               'kijito_pull.harnesses.session.lifecycle', 'typing') if m in sys.modules)\n"
         "print(code, heavy, file=sys.stderr)\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], input=json.dumps({"cwd": str(plain)}), capture_output=True,
@@ -314,7 +316,7 @@ def test_hanging_server_costs_at_most_the_budget_and_still_answers(project, tmp_
 
 
 def test_internal_error_still_answers_empty_object(hooks, monkeypatch):
-    from kijito_pull.hooks import claude
+    from kijito_pull.harnesses.claude import hooks as claude
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

@@ -1,4 +1,4 @@
-"""Unit tests of configuration (kijito_pull/config.py) and file locations (kijito_pull/paths.py).
+"""Unit tests of configuration (kijito_pull/core/config.py) and file locations (kijito_pull/core/paths.py).
 
 Everything here is decided before a request is sent: where the token may go, which token is used,
 which names are safe to put in a file name, and where cursors live.
@@ -12,8 +12,8 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from kijito_pull import config, paths
-from kijito_pull.config import (
+from kijito_pull.core import config, paths
+from kijito_pull.core.config import (
     DEFAULT_API_BASE,
     ConfigError,
     normalize_api_base,
@@ -209,7 +209,7 @@ def test_fifo_token_file_is_refused_without_hanging(tmp_path):
     # so the refusal is checked in a child with a deadline.
     import subprocess
     import sys
-    code = ("import sys; from kijito_pull.config import read_token_file, ConfigError\n"
+    code = ("import sys; from kijito_pull.core.config import read_token_file, ConfigError\n"
             "try:\n    read_token_file(sys.argv[1])\nexcept ConfigError as e:\n    print('refused', e)\n")
     done = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=10)
     assert done.stdout.startswith("refused") and "not a regular file" in done.stdout, done.stderr

@@ -1,4 +1,4 @@
-"""Unit tests of the pull engine (kijito_pull/engine.py) with an in-test inbox source and a real store.
+"""Unit tests of the pull engine (kijito_pull/core/engine.py) with an in-test inbox source and a real store.
 
 The fake source implements the server's window rules (kijito-api.md §2.1.1): the newest rows that fit
 a count limit, `truncated` + `next_before_id` = oldest returned id when older rows were withheld, and
@@ -12,10 +12,10 @@ import os
 
 import pytest
 
-from kijito_pull.api import ApiError, parse_inbox
-from kijito_pull.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine
-from kijito_pull.events import EventFactory
-from kijito_pull.state import CursorState, StateStore
+from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import ApiError, parse_inbox
+from kijito_pull.core.state import CursorState, StateStore
 
 PERSONA = "testbot"
 IDENTITY = {"api_base": "https://api.kijito.test", "persona": PERSONA, "consumer": "agent"}
@@ -374,7 +374,7 @@ def test_an_empty_inbox_is_recorded_below_id_zero(store, factory):
 
 def test_per_message_acks_defer_only_the_directory_sync_to_the_end(store, factory, monkeypatch):
     """Each ack's file data is fsynced before its rename; the directory entry is synced once, at the end."""
-    import kijito_pull.state as state_module
+    import kijito_pull.core.state as state_module
 
     store.save(CursorState(cursor=10))
     calls: list[str] = []

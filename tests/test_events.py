@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull import events
-from kijito_pull.events import (
+from kijito_pull.core import events
+from kijito_pull.core.events import (
     KINDS,
     LIVENESS_KINDS,
     EventFactory,
@@ -24,7 +24,7 @@ from kijito_pull.events import (
     to_ndjson,
     wake_class,
 )
-from kijito_pull.models import Message
+from kijito_pull.core.models import Message
 
 REFERENCE = Path("/tmp/ref/km/kijito_inbox_monitor.py")
 

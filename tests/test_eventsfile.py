@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull import eventsfile
-from kijito_pull.events import EventFactory, to_ndjson
-from kijito_pull.eventsfile import EventsFile, EventsFileSink, safe_name, template_path
-from kijito_pull.models import Message
+from kijito_pull.core.events import EventFactory, to_ndjson
+from kijito_pull.core.models import Message
+from kijito_pull.sinks import eventsfile
+from kijito_pull.sinks.eventsfile import EventsFile, EventsFileSink, safe_name, template_path
 
 
 def _lines(path: Path) -> list[str]:

@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from kijito_pull import execsink
-from kijito_pull.events import EventFactory
-from kijito_pull.execsink import ExecSink
-from kijito_pull.models import Message
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import Message
+from kijito_pull.sinks import exec as execsink
+from kijito_pull.sinks.exec import ExecSink
 
 TOKEN = "tok-3f9a-very-secret"
 # Dumps the command's whole environment as JSON, whatever the values hold (newlines included).

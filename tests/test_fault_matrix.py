@@ -51,7 +51,7 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull.hooks import claude
+from kijito_pull.harnesses.claude import hooks as claude
 from kijito_pull.sandbox import Sandbox
 from tests.clirunner import Cli
 from tests.entrypoints import (

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull import render
-from kijito_pull.api import KijitoClient
+from kijito_pull.core import render
+from kijito_pull.core.api import KijitoClient
 from kijito_pull.sandbox import Sandbox
 from tests.clirunner import REPO, Cli, Result
 from tests.watchrunner import WatchProc

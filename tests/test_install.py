@@ -21,12 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kijito_pull import plugin_files, supervision
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
-from kijito_pull.installers import Wiring, common, jsontext, wiring
-from kijito_pull.installers import claude as claude_inst
-from kijito_pull.installers import codex as codex_inst
+from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses import jsontext, plugin_files
+from kijito_pull.harnesses.claude import installer as claude_inst
+from kijito_pull.harnesses.codex import installer as codex_inst
+from kijito_pull.harnesses.daemon import supervision
+from kijito_pull.harnesses.registry import Wiring, wiring
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -53,8 +55,8 @@ def test_the_wheel_carries_the_plugin_the_extension_and_the_templates(wheel):
         assert f"kijito_pull/data/claude-plugin/{rel}" in names
     for rel in plugin_files.PI_FILES:
         assert f"kijito_pull/data/pi/{rel}" in names
-    assert "kijito_pull/templates/kijito-pull@.service" in names
-    assert "kijito_pull/templates/com.kijito.pull.PERSONA.plist" in names
+    assert "kijito_pull/harnesses/daemon/templates/kijito-pull@.service" in names
+    assert "kijito_pull/harnesses/daemon/templates/com.kijito.pull.PERSONA.plist" in names
     # Byte for byte the repository's files (one copy to edit).
     with zipfile.ZipFile(wheel) as zf:
         assert zf.read("kijito_pull/data/claude-plugin/hooks/hooks.json") == (REPO / "hooks/hooks.json").read_bytes()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
-from kijito_pull.events import EventFactory
-from kijito_pull.linesink import LineSink, format_line
-from kijito_pull.models import Message
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import Message
+from kijito_pull.sinks.lines import LineSink, format_line
 
 
 def _new(content: str, sender: str = "river", urgent: bool | None = None, **kwargs) -> tuple[dict, Message]:

@@ -52,15 +52,14 @@ import requests
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kijito_pull.api import ApiError, InboxPage, parse_inbox
-from kijito_pull.delivery import pull_through
-from kijito_pull.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine, Pull
-from kijito_pull.events import EventFactory
-from kijito_pull.models import Message
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine, Pull
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import ApiError, InboxPage, Message, parse_inbox
+from kijito_pull.core.sink import Sink
+from kijito_pull.core.state import SCHEMA, StateStore
 from kijito_pull.sandbox import Sandbox
 from kijito_pull.sandbox.window import compute_window
-from kijito_pull.sinks import Sink
-from kijito_pull.state import SCHEMA, StateStore
 
 PERSONA = "mbt"
 OTHERS = ("river", "loom")

@@ -9,8 +9,8 @@ import unicodedata
 
 import pytest
 
-from kijito_pull.models import Message
-from kijito_pull.render import QUOTE, for_model, for_terminal, sanitize
+from kijito_pull.core.models import Message
+from kijito_pull.core.render import QUOTE, for_model, for_terminal, sanitize
 
 ESC = "\x1b"
 BIDI = [chr(c) for c in list(range(0x202A, 0x202F)) + list(range(0x2066, 0x206A))]

@@ -23,7 +23,7 @@ import requests
 
 from kijito_pull.cli import sandbox_cmd
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.sandbox import Sandbox
 
 TOKEN = "test-token"

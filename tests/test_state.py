@@ -1,4 +1,4 @@
-"""Unit tests of the cursor store (kijito_pull/state.py): atomic private files, fail-closed loads, the lock.
+"""Unit tests of the cursor store (kijito_pull/core/state.py): atomic private files, fail-closed loads, the lock.
 
 A state file is absent, trustworthy or corrupt, and corrupt must never be mistaken for absent (that
 would re-baseline and skip mail). Loading never raises; saving never leaves a half-written file.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull import state as state_mod
-from kijito_pull.state import CursorState, Loaded, LockTimeout, StateError, StateStore, ensure_private_dir
+from kijito_pull.core import state as state_mod
+from kijito_pull.core.state import CursorState, Loaded, LockTimeout, StateError, StateStore, ensure_private_dir
 
 IDENTITY = {"api_base": "https://api.kijito.ai", "persona": "river", "consumer": "agent"}
 REPO = Path(__file__).resolve().parents[1]
@@ -412,7 +412,7 @@ HOLD_LOCK = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from kijito_pull.state import StateStore
+from kijito_pull.core.state import StateStore
 s = StateStore(Path({path!r}), Path({lock!r}), {{}})
 with s.locked(timeout=5):
     print("locked", flush=True)

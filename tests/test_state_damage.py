@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull import paths
+from kijito_pull.core import paths
+from kijito_pull.core.state import MAX_STATE_BYTES
 from kijito_pull.sandbox import Sandbox
-from kijito_pull.state import MAX_STATE_BYTES
 from tests.clirunner import Cli, Result
 from tests.watchrunner import WatchProc
 

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from kijito_pull import supervision
-from kijito_pull.supervision import (
+from kijito_pull.harnesses.daemon import supervision
+from kijito_pull.harnesses.daemon.supervision import (
     default_command,
     launchd_filename,
     launchd_label,

@@ -305,7 +305,7 @@ def test_watch_help_and_usage_errors(cli):
 @pytest.mark.parametrize("system", ["systemd", "launchd"])
 def test_supervision_templates_run_their_self_test(sb, cli, tmp_path, system):
     """The rendered unit's command line is the CLI's: run it, as the supervisor would, with --self-test."""
-    from kijito_pull import supervision
+    from kijito_pull.harnesses.daemon import supervision
 
     command = [sys.executable, "-m", "kijito_pull"]
     argv = supervision.rendered_watch_argv(command, "P", str(tmp_path), system=system)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from kijito_pull.api import NotifyResult, PendingCount
-from kijito_pull.events import EventFactory
-from kijito_pull.notify import Counts
-from kijito_pull.sinks import Sink
-from kijito_pull.watcher import Watcher, WatchOptions
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import NotifyResult, PendingCount
+from kijito_pull.core.sink import Sink
+from kijito_pull.watch.longpoll import Counts
+from kijito_pull.watch.loop import Watcher, WatchOptions
 
 
 def make_watcher(personas):

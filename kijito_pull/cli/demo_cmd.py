@@ -7,17 +7,18 @@ import io
 import tempfile
 import time
 
-from kijito_pull import paths, render
-from kijito_pull.api import KijitoClient
 from kijito_pull.cli.environment import Environment
-from kijito_pull.delivery import pull_through
-from kijito_pull.engine import Engine
-from kijito_pull.events import EventFactory
-from kijito_pull.exitcodes import ExitCode
-from kijito_pull.models import Message
+from kijito_pull.core import paths, render
+from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.engine import Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import Message
+from kijito_pull.core.sink import Sink
+from kijito_pull.core.state import StateStore
 from kijito_pull.sandbox import Sandbox
-from kijito_pull.sinks import NdjsonSink, Sink
-from kijito_pull.state import StateStore
+from kijito_pull.sinks.stdout import NdjsonSink
 
 PERSONA = "demo-agent"
 LONG_BODY = "Design notes for the retry layer, as promised. " + " ".join(

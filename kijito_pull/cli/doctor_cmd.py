@@ -7,10 +7,10 @@ import json
 import textwrap
 
 from kijito_pull import doctor
-from kijito_pull.api import DEFAULT_TIMEOUT
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core.api import DEFAULT_TIMEOUT
+from kijito_pull.core.exitcodes import ExitCode
 
 DESCRIPTION = """\
 Check everything between the Kijito server and the agent, each with a verdict and a fix: the token

@@ -1,7 +1,7 @@
 """`kijito-pull hook claude-*`: the entry points of the Claude Code plugin (hooks/hooks.json).
 
 Each reads Claude Code's hook JSON on stdin and answers on stdout. Not meant to be typed by hand;
-see docs/claude.md. A project that has not opted in is answered by `kijito_pull.hooks.fastpath`
+see docs/claude.md. A project that has not opted in is answered by `kijito_pull.harnesses.hookgate`
 before this module is even imported.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from kijito_pull.cli.environment import Environment
-from kijito_pull.hooks import fastpath
+from kijito_pull.harnesses import hookgate as fastpath
 
 DESCRIPTION = """\
 Claude Code and Codex hook entry points (the Claude plugin's hooks/hooks.json and Codex's hooks.json
@@ -58,9 +58,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             fastpath.answer_nothing(env.stdout)
         return code or 0
     if codex:
-        from kijito_pull.hooks import codex as adapter
+        from kijito_pull.harnesses.codex import hooks as adapter
 
         return adapter.run(inp, env)
-    from kijito_pull.hooks import claude
+    from kijito_pull.harnesses.claude import hooks as claude
 
     return claude.run(inp, env)

@@ -1,6 +1,6 @@
 """`kijito-pull install | uninstall claude | pi | codex | daemon`: wire kijito-pull into a harness, or undo it.
 
-The work is in kijito_pull.installers (one module per target); this module parses, prints what was
+The work is in kijito_pull.harnesses.registry (one module per target); this module parses, prints what was
 done (or, with --dry-run, exactly what would be: the harness commands and a unified diff per file)
 and maps failures to exit codes.
 """
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core.exitcodes import ExitCode
 
 TARGETS = ("claude", "pi", "codex", "daemon")
 
@@ -98,7 +98,7 @@ def _help(parser: argparse.ArgumentParser, env: Environment) -> ExitCode:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    from kijito_pull.installers import common
+    from kijito_pull.harnesses import installkit as common
 
     if not getattr(args, "target", None):
         env.error(f"{args.action} what? one of: {', '.join(TARGETS)}")
@@ -127,9 +127,9 @@ def run(args: argparse.Namespace, env: Environment) -> int:
 def _dispatch(args: argparse.Namespace, env: Environment):
     import importlib
 
-    from kijito_pull.installers import common
+    from kijito_pull.harnesses import installkit as common
 
-    module = importlib.import_module(f"kijito_pull.installers.{args.target}")
+    module = importlib.import_module(f"kijito_pull.harnesses.{args.target}.installer")
     verb = getattr(module, args.action)
     if args.target == "daemon":
         return verb(env.environ, env.cwd, persona=args.persona, system=args.system, dry_run=args.dry_run)
@@ -165,7 +165,7 @@ def report(outcome, dry_run: bool) -> str:
     lines = [f"kijito-pull: {outcome.harness}{scope}: {RESULTS.get(outcome.result, outcome.result)}"]
     verb = "run" if dry_run else "ran"
     for argv in outcome.commands:
-        from kijito_pull.installers.common import shown
+        from kijito_pull.harnesses.installkit import shown
 
         lines.append(f"  {verb}: {shown(argv)}")
     for backup in outcome.backups:

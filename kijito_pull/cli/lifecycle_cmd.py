@@ -14,9 +14,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kijito_pull import config, lifecycle, optin
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core import config
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses.session import lifecycle, optin
 
 Result = lifecycle.Result
 
@@ -173,7 +174,7 @@ def _status(args: argparse.Namespace, env: Environment, sid: str | None, project
 
 def _arm(args: argparse.Namespace, env: Environment, sid: str | None, project: str, persona: str) -> ExitCode:
     assert sid is not None
-    from kijito_pull.hooks import claude
+    from kijito_pull.harnesses.claude import hooks as claude
 
     outcome, waker = claude.arm(project, persona, sid, env.environ, env.stderr, host=None, source="cli",
                                 ring_stream=env.stdout, ring_code=0, options={"grace": 0.0, "exit_fn": sys.exit})

@@ -5,7 +5,7 @@ from __future__ import annotations
 # isort: off
 # First, before anything else is imported: answers `kijito-pull hook claude-*` for a project that has
 # not opted in with a few standard-library modules (Claude Code runs the plugin's hooks everywhere).
-import kijito_pull.hooks.early  # noqa: F401
+import kijito_pull.cli.early  # noqa: F401
 # isort: on
 
 import argparse
@@ -19,8 +19,8 @@ from typing import Any
 
 from kijito_pull import __version__
 from kijito_pull.cli.environment import Environment
-from kijito_pull.config import ConfigError
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core.config import ConfigError
+from kijito_pull.core.exitcodes import ExitCode
 
 # Command name -> its module. Only the module of the command being run is imported, so a hook or a
 # `--once` does not pay for the sandbox, the watch loop or the lifecycle code at start-up.

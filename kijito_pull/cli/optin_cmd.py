@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from kijito_pull import optin
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses.session import optin
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kijito_pull import config
-from kijito_pull.api import DEFAULT_TIMEOUT, KijitoClient
 from kijito_pull.cli.environment import Environment
+from kijito_pull.core import config
+from kijito_pull.core.api import DEFAULT_TIMEOUT, KijitoClient
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from kijito_pull import paths
-from kijito_pull.api import ApiError
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.progress import WalkProgress
-from kijito_pull.delivery import pull_through
-from kijito_pull.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
-from kijito_pull.events import EventFactory
-from kijito_pull.exitcodes import ExitCode
-from kijito_pull.sinks import NdjsonSink, Sink, TextSink
-from kijito_pull.state import StateError, StateStore
+from kijito_pull.core import paths
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import ApiError
+from kijito_pull.core.sink import Sink
+from kijito_pull.core.state import StateError, StateStore
+from kijito_pull.sinks.stdout import NdjsonSink, TextSink
 
 
 def register(sub: argparse._SubParsersAction) -> None:

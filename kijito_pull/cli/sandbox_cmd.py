@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.sandbox import Sandbox
 
 

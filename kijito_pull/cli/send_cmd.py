@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from kijito_pull import config
-from kijito_pull.api import ApiError
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
+from kijito_pull.core import config
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import ApiError
 
 MAX_CONTENT_BYTES = 1024 * 1024
 

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kijito_pull import paths
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
-from kijito_pull.exitcodes import ExitCode
-from kijito_pull.state import StateError, StateStore
+from kijito_pull.core import paths
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.state import StateError, StateStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:

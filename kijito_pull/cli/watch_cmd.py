@@ -8,17 +8,19 @@ import signal
 import threading
 from pathlib import Path
 
-from kijito_pull import config, paths
-from kijito_pull.acksink import AckSink, StdinCommands
-from kijito_pull.api import ApiError, KijitoClient
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
-from kijito_pull.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
-from kijito_pull.events import EventFactory
-from kijito_pull.exitcodes import ExitCode
-from kijito_pull.sinks import NdjsonSink, Sink
-from kijito_pull.state import CursorState, StateError, StateStore
-from kijito_pull.watcher import Watcher, WatchOptions
+from kijito_pull.core import config, paths
+from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import ApiError
+from kijito_pull.core.sink import Sink
+from kijito_pull.core.state import CursorState, StateError, StateStore
+from kijito_pull.harnesses.pi.acksink import AckSink, StdinCommands
+from kijito_pull.sinks.stdout import NdjsonSink
+from kijito_pull.watch.loop import Watcher, WatchOptions
 
 EXAMPLES = """\
 examples:
@@ -131,7 +133,7 @@ def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) ->
     if args.emit == "exec-per-event":
         if not args.exec_command:
             raise config.ConfigError("--emit exec-per-event needs --exec CMD")
-        from kijito_pull.execsink import ExecSink
+        from kijito_pull.sinks.exec import ExecSink
         return ExecSink(args.exec_command, env.environ, stderr=env.stderr)
     if args.exec_command:
         raise config.ConfigError("--exec needs --emit exec-per-event")
@@ -140,7 +142,7 @@ def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) ->
         commands.start()
         return AckSink(env.stdout, commands, timeout=args.ack_timeout, errors=env.stderr)
     if args.events_file or args.events_file_template:
-        from kijito_pull.eventsfile import EventsFileSink, template_path
+        from kijito_pull.sinks.eventsfile import EventsFileSink, template_path
         if args.events_file_template:
             template = args.events_file_template
             if "{persona}" not in template:
@@ -149,7 +151,7 @@ def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) ->
         fixed = Path(args.events_file).expanduser()
         return EventsFileSink(lambda persona: fixed, args.max_bytes, args.keep_logs)
     if args.format == "line":
-        from kijito_pull.linesink import LineSink
+        from kijito_pull.sinks.lines import LineSink
         return LineSink(env.stdout)
     return NdjsonSink(env.stdout)
 

@@ -1,0 +1,211 @@
+"""The Kijito HTTP API client: requests for transport, tenacity for transient retries, strict parsing.
+
+Every envelope is parsed into a typed result or raises `ApiError`. Nothing malformed ever turns into
+"no mail": an answer we cannot read is a failure of the source, and the engine fails closed on it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, Callable
+
+import requests
+import tenacity
+import urllib3
+
+from kijito_pull import __version__
+from kijito_pull.core.models import (
+    ApiError,
+    InboxPage,
+    NotifyResult,
+    PersonaInfo,
+    SendResult,
+    parse_inbox,
+    parse_notify,
+    parse_personas,
+    parse_send,
+)
+
+USER_AGENT = f"kijito-pull/{__version__}"
+log = logging.getLogger("kijito_pull.http")
+DEFAULT_TIMEOUT = 5.0
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= 3600 else None
+
+
+class KijitoClient:
+    """One API base and token. Retries only transient faults, within a total deadline per call."""
+
+    def __init__(self, api_base: str, token: str, *, auth_header: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, attempts: int = 3, deadline: float = 15.0,
+                 session: requests.Session | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.api_base = api_base.rstrip("/")
+        self.timeout = timeout
+        self.attempts = max(1, attempts)
+        self.deadline = deadline
+        self._sleep = sleep
+        self._session = session or requests.Session()
+        self._session.trust_env = False  # no proxy or .netrc surprises carrying the token elsewhere
+        self._session.headers["User-Agent"] = USER_AGENT
+        if auth_header:
+            self._session.headers[auth_header] = token
+        else:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+        self._token = token
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __repr__(self) -> str:
+        return f"KijitoClient({self.api_base!r})"
+
+    # -- endpoints ---------------------------------------------------------------------------------
+
+    def inbox(self, persona: str, before_id: int | None = None, limit: int | None = None) -> InboxPage:
+        params: list[tuple[str, str]] = [("persona", persona), ("mark_read", "false")]
+        if before_id is not None:
+            params.append(("before_id", str(before_id)))
+        if limit is not None:
+            params.append(("limit", str(limit)))
+        return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id)
+
+    def notify_pending(self, wait: int | None = None, cursor: str | None = None) -> NotifyResult:
+        params: list[tuple[str, str]] = []
+        if wait is not None:
+            params.append(("wait", str(wait)))
+            if cursor:
+                params.append(("cursor", cursor))
+        timeout = self.timeout if wait is None else wait + 10.0
+        return parse_notify(self._call("GET", "/api/notify/pending", params=params, timeout=timeout,
+                                       attempts=1))
+
+    def personas(self) -> list[PersonaInfo]:
+        return parse_personas(self._call("GET", "/api/personas"))
+
+    def send(self, to: str, content: str, sender: str | None = None, urgent: bool = False) -> SendResult:
+        body: dict[str, Any] = {"to": to, "content": content, "urgent": urgent}
+        if sender:
+            body["from"] = sender
+        # A send is not idempotent: never retried, so a timeout cannot post the message twice.
+        return parse_send(self._call("POST", "/api/send", json_body=body, attempts=1))
+
+    # -- transport ---------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, *, params: Sequence[tuple[str, str]] = (),
+              json_body: Any = None, timeout: float | None = None, attempts: int | None = None) -> Any:
+        started = time.monotonic()
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, ApiError) and e.transient),
+            stop=tenacity.stop_after_attempt(attempts or self.attempts) | tenacity.stop_after_delay(self.deadline),
+            wait=_wait_for(self),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        return retrying(self._once, method, path, params, json_body, timeout or self.timeout, started)
+
+    def _once(self, method: str, path: str, params: Sequence[tuple[str, str]], json_body: Any,
+              timeout: float, started: float) -> Any:
+        url = self.api_base + path
+        try:
+            response = self._session.request(method, url, params=list(params), json=json_body,
+                                             timeout=(min(timeout, 10.0), timeout),
+                                             allow_redirects=False, stream=True)
+        except requests.exceptions.Timeout:
+            raise ApiError(f"{path}: timed out after {timeout:g} s", transient=True) from None
+        except requests.exceptions.ConnectionError as exc:
+            raise ApiError(f"{path}: connection failed ({_short_reason(exc)})", transient=True) from None
+        except requests.exceptions.RequestException as exc:
+            raise ApiError(f"{path}: request failed ({type(exc).__name__})") from None
+        with response:
+            status = response.status_code
+            log.debug("%s %s %s %.0f ms", method, response.request.path_url, status,
+                      (time.monotonic() - started) * 1000)
+            if 300 <= status < 400:
+                raise ApiError(f"{path}: the server redirected ({status}); redirects are never followed",
+                               status=status)
+            if status == 401:
+                raise ApiError(f"{path}: the server rejected the token (401)", status=status)
+            if status == 429 or status >= 500:
+                raise ApiError(f"{path}: server error {status}", status=status, transient=True,
+                               retry_after=_retry_after(response.headers.get("Retry-After")))
+            if not 200 <= status < 300:
+                raise ApiError(f"{path}: HTTP {status}", status=status)
+            body = self._read_body(response, path, timeout, started)
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):  # RecursionError: nesting too deep for the decoder
+            body.clear()  # see _read_body: a failure must not keep the body alive
+            raise ApiError(f"{path}: the response is not valid JSON") from None
+
+    def _read_body(self, response: requests.Response, path: str, timeout: float, started: float) -> bytearray:
+        """Read at most MAX_BODY_BYTES within the call's time, so a hostile server cannot exhaust us."""
+        # One growing buffer, not a list of chunks joined at the end: joining held the body twice, and
+        # the watch loop reads two bodies at once (counts and an inbox).
+        body = bytearray()
+        limit_at = started + max(timeout, self.deadline)
+        try:
+            for chunk in _arrivals(response, 65536):
+                if len(body) + len(chunk) > MAX_BODY_BYTES:
+                    raise ApiError(f"{path}: the response is larger than {MAX_BODY_BYTES // 2**20} MiB")
+                if time.monotonic() > limit_at:
+                    raise ApiError(f"{path}: the response took too long to arrive", transient=True)
+                body += chunk
+        except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
+            body.clear()
+            raise ApiError(f"{path}: the response was cut off ({_short_reason(exc)})", transient=True) from None
+        except ApiError:
+            # The traceback keeps this frame, and tenacity's retry state makes it a reference cycle, so
+            # without this the buffer (up to MAX_BODY_BYTES) lived on until the cycle collector ran.
+            body.clear()
+            raise
+        return body
+
+
+def _arrivals(response: requests.Response, size: int) -> Iterator[bytes]:
+    """The body in pieces as they arrive, so the caller's deadline check runs however slowly bytes trickle.
+
+    iter_content blocks until a whole chunk is filled (each byte resetting the socket timeout), so a server
+    sending a byte a second held a pull for hours; read1 returns whatever has arrived.
+    """
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:  # urllib3 older than 2.3
+        yield from response.iter_content(size)
+        return
+    while True:
+        chunk = read1(size, decode_content=True)
+        if not chunk:
+            return
+        yield chunk
+
+
+def _wait_for(client: KijitoClient) -> Callable[[tenacity.RetryCallState], float]:
+    backoff = tenacity.wait_exponential(multiplier=0.25, max=2.0)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, ApiError) and exc.retry_after is not None:
+            return min(exc.retry_after, client.deadline)
+        return backoff(state)
+
+    return wait
+
+
+def _short_reason(exc: BaseException) -> str:
+    """A short, token-free reason from a requests exception chain."""
+    text = str(exc)
+    for marker in ("ConnectionResetError", "Connection refused", "RemoteDisconnected", "Connection aborted",
+                   "Name or service not known", "timed out", "IncompleteRead", "ProtocolError"):
+        if marker in text:
+            return marker
+    return type(exc).__name__

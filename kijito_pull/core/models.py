@@ -1,0 +1,263 @@
+"""Typed values that cross layer boundaries: what the server said, parsed strictly once.
+
+The envelopes of kijito-api.md are parsed here into typed results or `ApiError`; nothing malformed
+ever turns into "no mail". Standard library only: the engine and the hook fast path use these types
+without importing the HTTP stack (core.api is the client that fetches them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Message:
+    """One inbox row. `sender` is the wire field `from` (a Python keyword)."""
+
+    id: int
+    sender: str
+    content: str
+    created: str
+    read: bool
+    urgent: bool | None = None
+
+
+class NoAnswer:
+    """A declaration the server did not make in a usable form (absent, wrong type, negative)."""
+
+    _instance: NoAnswer | None = None
+
+    def __new__(cls) -> NoAnswer:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_ANSWER"
+
+
+NO_ANSWER = NoAnswer()
+#: An omission the server admitted but did not count ("at least one").
+INEXACT = "inexact"
+
+
+class ApiError(Exception):
+    """The source failed. `str()` is one line, safe to show: it never contains the token."""
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
+        self.retry_after = retry_after
+
+    @property
+    def auth_failed(self) -> bool:
+        return self.status == 401
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class InboxPage:
+    """One window of an inbox, with what the server declared about the rows it withheld."""
+
+    messages: tuple[Message, ...]  # sorted by id ascending
+    omission: int | str  # exact count of withheld rows, or INEXACT (at least one)
+    continuation: int | None | NoAnswer  # next_before_id: int, None (affirmed end) or NO_ANSWER
+    size_truncated: bool
+    unread_not_shown: int | None  # None = no statement
+    before_id: int | None = None  # the before_id this page was asked for (None = newest page)
+
+    @property
+    def oldest_id(self) -> int | None:
+        return self.messages[0].id if self.messages else None
+
+    @property
+    def newest_id(self) -> int | None:
+        return self.messages[-1].id if self.messages else None
+
+    @property
+    def withheld(self) -> bool:
+        return self.omission == INEXACT or (isinstance(self.omission, int) and self.omission > 0)
+
+    def contradiction(self) -> str | None:
+        """Why this page cannot be believed about what it withheld, or None if it is self-consistent.
+
+        kijito-api.md §2.1.2: omission and continuation are two halves of one statement, and the
+        continuation must be this page's oldest id. A page that contradicts itself never proves coverage.
+        """
+        if isinstance(self.continuation, NoAnswer):
+            return "next_before_id missing or not an integer"
+        if self.before_id is not None and any(m.id >= self.before_id for m in self.messages):
+            return f"a page asked for ids below {self.before_id} returned id {self.newest_id}"
+        if self.withheld and self.continuation is None:
+            return "rows withheld but next_before_id is null"
+        if not self.withheld and self.continuation is not None:
+            return "nothing withheld but next_before_id is set"
+        if self.continuation is not None and self.continuation != self.oldest_id:
+            return f"next_before_id {self.continuation} is not the page's oldest id {self.oldest_id}"
+        return None
+
+    def hidden_unread(self) -> bool | None:
+        """On a newest page: does the server hold unread mail this window did not show? None = no claim.
+
+        kijito-api.md §4: the count is computed only when something was withheld, so a 0 means "clear"
+        only with positive evidence (a continuation, or a structurally complete window).
+        """
+        n = self.unread_not_shown
+        if n is None:
+            return None
+        if n > 0:
+            return True
+        if self.continuation is not None and not isinstance(self.continuation, NoAnswer):
+            return False
+        return False if self.omission == 0 and self.continuation is None else None
+
+    @property
+    def declares_end(self) -> bool:
+        """A consistent page that withheld nothing: there is nothing older than it."""
+        return not self.withheld and self.continuation is None and self.contradiction() is None
+
+
+@dataclass(frozen=True)
+class PendingCount:
+    persona: str
+    unread: int
+    unread_urgent: int | None
+
+
+@dataclass(frozen=True)
+class NotifyResult:
+    counts: tuple[PendingCount, ...]
+    cursor: str | None  # present only when the server long-polled
+
+
+@dataclass(frozen=True)
+class PersonaInfo:
+    persona: str
+    memory_count: int | None
+
+
+@dataclass(frozen=True)
+class SendResult:
+    id: int
+    to: str
+
+
+def parse_inbox(data: Any, before_id: int | None = None) -> InboxPage:
+    if not isinstance(data, dict):
+        raise ApiError("malformed inbox response: the body is not a JSON object")
+    rows = data.get("result")
+    if not isinstance(rows, list):
+        raise ApiError("malformed inbox response: `result` is not a list")
+    messages: list[Message] = []
+    seen: set[int] = set()
+    for index, row in enumerate(rows):
+        messages.append(_parse_row(row, index))
+        if messages[-1].id in seen:
+            raise ApiError(f"malformed inbox response: id {messages[-1].id} appears twice in one page")
+        seen.add(messages[-1].id)
+    messages.sort(key=lambda m: m.id)
+    return InboxPage(
+        messages=tuple(messages),
+        omission=_omission(data),
+        continuation=_continuation(data.get("next_before_id", NO_ANSWER)),
+        size_truncated=data.get("size_truncated") is True,
+        unread_not_shown=data.get("unread_not_shown") if _is_int(data.get("unread_not_shown"))
+        and data["unread_not_shown"] >= 0 else None,
+        before_id=before_id,
+    )
+
+
+def _parse_row(row: Any, index: int) -> Message:
+    where = f"malformed inbox row {index}"
+    if not isinstance(row, dict):
+        raise ApiError(f"{where}: not an object")
+    mid = row.get("id")
+    if not _is_int(mid) or mid < 0:
+        raise ApiError(f"{where}: `id` is not a non-negative integer")
+    sender, content = row.get("from"), row.get("content")
+    if not isinstance(sender, str):
+        raise ApiError(f"{where} (id {mid}): `from` is not a string")
+    if not isinstance(content, str):
+        raise ApiError(f"{where} (id {mid}): `content` is not a string")
+    created = row.get("created", "")
+    if not isinstance(created, str):
+        raise ApiError(f"{where} (id {mid}): `created` is not a string")
+    read = row.get("read")
+    if read is not None and not isinstance(read, bool):
+        raise ApiError(f"{where} (id {mid}): `read` is not a boolean")
+    urgent = row.get("urgent")
+    return Message(
+        id=mid, sender=sender, content=content, created=created,
+        # An absent read flag counts as unread: failing closed means handing it over, not skipping it.
+        read=read is True,
+        urgent=urgent if isinstance(urgent, bool) else None,
+    )
+
+
+def _omission(data: dict) -> int | str:
+    """How many rows the page withheld, by the reference's reading of the declarations (§2.1.2)."""
+    exact = 0
+    inexact = False
+    if "truncated" in data and data["truncated"] is not False:
+        inexact = True  # true, or any non-bool value: an admitted, uncounted omission
+    size_dropped = data.get("size_dropped")
+    if _is_int(size_dropped) and size_dropped >= 0:
+        exact += size_dropped
+    elif _is_int(size_dropped):
+        inexact = True  # a negative count is no count
+    else:
+        size_truncated = data.get("size_truncated", False)
+        if size_dropped is not None or (size_truncated is not False and size_truncated is not None):
+            inexact = True
+    return INEXACT if inexact else exact
+
+
+def _continuation(value: Any) -> int | None | NoAnswer:
+    if value is None:
+        return None
+    if _is_int(value) and value >= 0:
+        return value
+    return NO_ANSWER
+
+
+def parse_notify(data: Any) -> NotifyResult:
+    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+        raise ApiError("malformed notify response: `result` is not a list")
+    counts = []
+    for row in data["result"]:
+        if not isinstance(row, dict) or not isinstance(row.get("persona"), str) or not row["persona"]:
+            continue  # the reference ignores rows without a persona name
+        unread = row.get("unread")
+        urgent = row.get("unread_urgent")
+        counts.append(PendingCount(
+            persona=row["persona"],
+            unread=unread if _is_int(unread) and unread >= 0 else 0,
+            unread_urgent=urgent if _is_int(urgent) and urgent >= 0 else None,
+        ))
+    cursor = data.get("cursor")
+    return NotifyResult(tuple(counts), cursor if isinstance(cursor, str) and cursor else None)
+
+
+def parse_personas(data: Any) -> list[PersonaInfo]:
+    if not isinstance(data, dict) or not isinstance(data.get("result"), list):
+        raise ApiError("malformed personas response: `result` is not a list")
+    out = []
+    for row in data["result"]:
+        if isinstance(row, dict) and isinstance(row.get("persona"), str) and row["persona"]:
+            count = row.get("memory_count")
+            out.append(PersonaInfo(row["persona"], count if _is_int(count) and count >= 0 else None))
+    if not out:
+        raise ApiError("the persona directory is empty or unreadable")
+    return out
+
+
+def parse_send(data: Any) -> SendResult:
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, dict) or not _is_int(result.get("id")) or not isinstance(result.get("to"), str):
+        raise ApiError("malformed send response: expected {\"result\": {\"id\": int, \"to\": str}}")
+    return SendResult(result["id"], result["to"])

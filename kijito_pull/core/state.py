@@ -1,0 +1,279 @@
+"""The durable cursor store: one file per (API base, persona, consumer), atomic, locked, private.
+
+A state file is either absent (first contact), trustworthy, or corrupt. Corrupt is never confused
+with absent: the engine fails closed on it (re-delivers what is visible) instead of re-baselining.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import errno
+import fcntl
+import json
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kijito_pull import __version__
+from kijito_pull.core import lock as filelock
+
+SCHEMA = 1
+MAX_STATE_BYTES = 8 * 1024 * 1024
+MAX_DELIVERED_ABOVE = 200_000
+#: The cursor of an inbox seen empty: below every id, since a new account's first message may be id 0.
+EMPTY_CURSOR = -1
+
+
+class StateError(Exception):
+    """The state could not be written or locked; the message is one line."""
+
+
+class LockTimeout(StateError):
+    pass
+
+
+@dataclass
+class CursorState:
+    """Everything at or below `cursor` was delivered; ids in `delivered_above` were delivered past a pin."""
+
+    cursor: int | None = None
+    delivered_above: list[int] = field(default_factory=list)
+    pin: dict[str, str] | None = None  # {"since": iso time, "reason": text} while a gap is unproven
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The outcome of reading a state file: exactly one of absent / corrupt / state."""
+
+    state: CursorState | None
+    corrupt_reason: str | None = None
+
+    @property
+    def absent(self) -> bool:
+        return self.state is None and self.corrupt_reason is None
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create `path` (and parents) as 0700 directories; tighten a directory of ours that is looser."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise StateError(f"state directory {path}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise StateError(f"state directory {path} is not a directory")
+    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:  # a read-only file system or an immutable directory
+            raise StateError(f"state directory {path} cannot be made private: {exc.strerror}") from None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class StateStore:
+    """Reads and writes one cursor's state under its lock."""
+
+    def __init__(self, state_path: Path, lock_path: Path, identity: dict[str, str]):
+        self.path = state_path
+        self.lock_path = lock_path
+        self.identity = dict(identity)
+
+    # -- locking -----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self, timeout: float) -> Iterator[None]:
+        """Hold the cursor's lock: pull, deliver and ack happen inside it, so concurrent pullers serialize."""
+        ensure_private_dir(self.lock_path.parent)
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_NONBLOCK", 0), 0o600)
+        except OSError as exc:
+            raise StateError(f"cannot open lock file {self.lock_path}: {exc.strerror}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StateError(f"lock file {self.lock_path} is not a regular file")
+            try:
+                taken = filelock.acquire(fd, timeout)
+            except OSError as exc:
+                raise StateError(f"cannot lock {self.lock_path}: {exc.strerror}") from None
+            if not taken:
+                holder = self.lock_holder()
+                who = f" by process {holder}" if holder else ""
+                raise LockTimeout(
+                    f"the cursor for this persona and consumer is held{who}; gave up after {timeout:g} s "
+                    f"(another kijito-pull is delivering; retry, or raise --lock-timeout)"
+                )
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            self._remove_stale_temp_files()
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock; a killed process releases it too
+
+    def _remove_stale_temp_files(self) -> None:
+        """Temp files of a writer killed mid-save; only the lock holder writes them, so under the lock
+        every one that exists is an orphan."""
+        for orphan in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+            with contextlib.suppress(OSError):
+                orphan.unlink()
+
+    def lock_holder(self) -> int | None:
+        """The pid holding the lock now, 0 if held by an unknown process, None if free."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                return int(text) if text.isdigit() else 0
+            return None
+        finally:
+            os.close(fd)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def load(self) -> Loaded:
+        try:
+            raw = self._read_raw()
+        except FileNotFoundError:
+            return Loaded(None)
+        except StateError as exc:
+            return Loaded(None, str(exc))
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: absurdly deep nesting
+            return Loaded(None, "the state file is not valid JSON (truncated or overwritten?)")
+        try:
+            return Loaded(self._validate(data))
+        except ValueError as exc:
+            return Loaded(None, str(exc))
+
+    def _read_raw(self) -> bytes:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StateError("the state file is a symbolic link; refusing to follow it") from None
+            raise StateError(f"the state file cannot be read ({exc.strerror})") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise StateError("the state path is not a regular file")
+            if st.st_size > MAX_STATE_BYTES:
+                raise StateError("the state file is implausibly large")
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            return b"".join(chunks)
+        except OSError as exc:
+            raise StateError(f"the state file cannot be read ({exc.strerror})") from None
+        finally:
+            os.close(fd)
+
+    def _validate(self, data: Any) -> CursorState:
+        def is_int(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        if not isinstance(data, dict):
+            raise ValueError("the state file does not hold an object")
+        if not is_int(data.get("schema")) or data["schema"] != SCHEMA:  # true == 1 and 1.0 == 1 in Python
+            raise ValueError(f"the state file has schema {data.get('schema')!r}, expected {SCHEMA}")
+        if data.get("identity") != self.identity:
+            raise ValueError("the state file belongs to another API base, persona or consumer")
+        cursor = data.get("cursor")
+        if cursor is not None and not (is_int(cursor) and cursor >= EMPTY_CURSOR):
+            raise ValueError("the state file's cursor is not an integer >= -1")
+        above = data.get("delivered_above", [])
+        if not isinstance(above, list) or len(above) > MAX_DELIVERED_ABOVE or not all(
+            is_int(i) and (cursor is None or i > cursor) for i in above
+        ):
+            raise ValueError("the state file's delivered_above list is malformed")
+        if cursor is None and above:
+            raise ValueError("the state file lists delivered ids without a cursor")
+        pin = data.get("pin")
+        if pin is not None and not (
+            isinstance(pin, dict) and isinstance(pin.get("since"), str) and isinstance(pin.get("reason"), str)
+        ):
+            raise ValueError("the state file's pin is malformed")
+        return CursorState(cursor=cursor, delivered_above=sorted(set(above)),
+                           pin={"since": pin["since"], "reason": pin["reason"]} if pin else None)
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Make the last save's rename durable (see `save(sync_dir=False)`)."""
+        try:
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise StateError(f"cannot sync state directory {self.path.parent}: {exc.strerror}") from None
+
+    def save(self, state: CursorState, *, sync_dir: bool = True) -> None:
+        """Write atomically: temp file, fsync, rename, then (unless `sync_dir` is False) directory fsync.
+
+        The file's data is always fsynced before the rename, so the state is never torn. Skipping the
+        directory fsync (the per-message acks of one pull) only risks the *previous* state coming back
+        after a power loss, which repeats mail but never skips it; the pull's final save syncs it.
+        """
+        document = {
+            "schema": SCHEMA,
+            "identity": self.identity,
+            "cursor": state.cursor,
+            "delivered_above": state.delivered_above,
+            "pin": state.pin,
+            "updated": _now(),
+            "writer": f"kijito-pull/{__version__}",
+        }
+        payload = (json.dumps(document) + "\n").encode("utf-8")
+        directory = self.path.parent
+        ensure_private_dir(directory)
+        tmp = directory / f".{self.path.name}.{os.getpid()}.tmp"
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            if sync_dir:
+                _fsync_dir(directory)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StateError(f"cannot save state {self.path}: {exc.strerror}") from None

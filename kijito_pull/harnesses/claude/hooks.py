@@ -1,0 +1,674 @@
+"""The Claude Code adapter: hook input in, one pull through the shared engine, the JSON Claude reads out.
+
+    claude-session-start  SessionStart: waiting mail as `additionalContext`; in an interactive
+                          session, one line on how new mail will wake it
+    claude-stop           Stop: unseen mail blocks the stop (`{"decision": "block", "reason": ...}`),
+                          at most `max_stop_blocks` times in a row; never twice for the same mail
+    claude-prompt         UserPromptSubmit, only for a waker's doorbell: the mail as context of the
+                          turn the doorbell started
+    claude-waker          SessionStart and Stop, `asyncRewake`: the session's one waker. It long-polls
+                          for new mail and, when there is some, exits 2 with a short doorbell (which
+                          wakes the idle session). It acknowledges nothing: the mail itself is handed
+                          over by the prompt hook of the turn it starts, or by the next Stop hook, so
+                          a wake that never lands loses nothing.
+    claude-session-end    SessionEnd (answered in `fastpath`): ends the session's waker.
+
+"Took it" for a hook is "its JSON was written to stdout and flushed": the cursor is acknowledged
+only then (`delivery.pull_through` with a batch sink). Every failure becomes one stderr line and
+exit 0, so a broken inbox never wedges or breaks a Claude Code session, and each synchronous hook
+gives up after a fixed budget (default 8 s) whatever the network does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from kijito_pull.cli.environment import Environment
+from kijito_pull.core import config, paths, render
+from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.delivery import PullReport, pull_through
+from kijito_pull.core.engine import Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.sink import Sink
+from kijito_pull.core.state import LockTimeout, StateError, StateStore
+from kijito_pull.harnesses.claude import host as claude_host
+from kijito_pull.harnesses.hookgate import (
+    DOORBELL,
+    INTERACTIVE,
+    PROMPT,
+    SESSION_START,
+    STOP,
+    WAKER,
+    HookInput,
+    say,
+)
+from kijito_pull.harnesses.session import lifecycle
+from kijito_pull.watch.longpoll import LongPoll
+
+BUDGET_ENV = "KIJITO_PULL_HOOK_BUDGET"
+DEFAULT_BUDGET = 8.0
+MAX_BLOCKS_ENV = "KIJITO_PULL_MAX_STOP_BLOCKS"
+DEFAULT_MAX_BLOCKS = 3
+MAX_BLOCKS_LIMIT = 100
+HOOK_TIMEOUT = 3.0  # per HTTP request of a synchronous hook
+HOOK_DEADLINE = 4.0  # retries of one request stop after this
+WAKER_WAIT = 25  # long-poll hold asked of notify/pending
+WAKER_POLL = 15.0  # seconds between polls when the server does not long-poll
+WAKER_GRACE = 3.0  # at most this long, let the synchronous hook of the same event hand over what waits
+WAKER_CHECK = 0.5  # how often the waker looks for its session, lease and stop marker
+WAKER_RESYNC = 8  # read the inbox after this many quiet long-polls even if no count moved
+WAKER_MAX_LIFE = 7 * 24 * 3600 - 600  # under the hooks.json timeout (604800 s)
+
+
+# -- settings ---------------------------------------------------------------------------------------------
+
+
+def hook_budget(environ: Mapping[str, str]) -> float:
+    raw = environ.get(BUDGET_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_BUDGET
+    except ValueError:
+        return DEFAULT_BUDGET
+    return min(max(value, 0.5), 9.5)
+
+
+def max_stop_blocks(environ: Mapping[str, str], settings: Mapping[str, Any]) -> int:
+    """The cap on consecutive Stop blocks: $KIJITO_PULL_MAX_STOP_BLOCKS, else `max_stop_blocks` in
+    the config file, else 3. 0 means the Stop hook never blocks."""
+    raw: Any = environ.get(MAX_BLOCKS_ENV, "").strip() or settings.get("max_stop_blocks")
+    if raw is None or raw == "":
+        return DEFAULT_MAX_BLOCKS
+    try:
+        value = int(raw)
+        if isinstance(raw, bool) or value < 0 or value > MAX_BLOCKS_LIMIT:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise config.ConfigError(f"max_stop_blocks must be a whole number from 0 to {MAX_BLOCKS_LIMIT}, "
+                                 f"not {str(raw)[:20]!r} (from ${MAX_BLOCKS_ENV} or the config file)") from None
+    return value
+
+
+@dataclass
+class Setup:
+    """One persona's engine for one hook run."""
+
+    engine: Engine
+    client: KijitoClient
+    api_base: str
+    token: str
+    auth_header: str | None
+    settings: dict[str, Any]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def setup(persona: str, environ: Mapping[str, str], *, timeout: float = HOOK_TIMEOUT,
+          attempts: int = 2, deadline: float = HOOK_DEADLINE) -> Setup:
+    """Raises ConfigError (no token, bad API base, bad config file) before any request is sent."""
+    settings = config.load_config_file(environ)
+    api_base = config.resolve_api_base(None, environ, settings.get("api_base"))
+    token = config.resolve_token(None, environ, settings.get("token_file"))
+    header = config.validate_auth_header(settings.get("auth_header"))
+    consumer = config.validate_consumer(str(settings.get("consumer") or config.DEFAULT_CONSUMER))
+    persona = config.validate_persona(persona)
+    client = KijitoClient(api_base, token, auth_header=header, timeout=timeout, attempts=attempts,
+                          deadline=deadline)
+    store = StateStore(*paths.cursor_paths(environ, api_base, persona, consumer),
+                       identity={"api_base": api_base, "persona": persona, "consumer": consumer})
+    engine = Engine(client, store, EventFactory(), persona=persona, consumer=consumer, lock_timeout=2.0)
+    return Setup(engine, client, api_base, token, header, settings)
+
+
+# -- output -----------------------------------------------------------------------------------------------
+
+
+class Output:
+    """Hook stdout with a budget: if nothing was written when the budget runs out, the process says
+    why on stderr and exits 0 (the agent goes on; nothing was acknowledged). Once writing has begun
+    the watchdog stands down, so a message is never half handed over."""
+
+    def __init__(self, stdout: IO[str], stderr: IO[str], hook: str, budget: float | None,
+                 exit_fn: Callable[[int], None] = os._exit):
+        self.stdout = stdout
+        self.stderr = stderr
+        self.hook = hook
+        self.budget = budget
+        self._exit = exit_fn
+        self._lock = threading.Lock()
+        self._started = False
+        self._expired = False
+        self._timer: threading.Timer | None = None
+        self.written: list[dict[str, Any]] = []
+
+    def __enter__(self) -> Output:
+        if self.budget is not None:
+            self._timer = threading.Timer(self.budget, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._expired = True
+        say(self.stderr, f"{self.hook}: gave up after {self.budget:g} s (the Kijito server is slow or unreachable); "
+                         f"nothing was acknowledged, unseen mail waits for the next pull")
+        self._exit(0)
+
+    def json(self, obj: dict[str, Any]) -> bool:
+        """Write the run's one JSON object; True only once it is written and flushed (the consumer took it).
+
+        Only the first call writes: the harness reads stdout as one object, so a later one (the failure
+        note of a pull whose ack could not be saved after its mail was written) is refused, not appended.
+        """
+        with self._lock:
+            if self._expired or self._started:
+                return False
+            self._started = True
+        try:
+            self.stdout.write(json.dumps(obj) + "\n")
+            self.stdout.flush()
+        except (OSError, ValueError):
+            return False
+        self.written.append(obj)
+        return True
+
+
+def context_json(event: str, text: str, system_message: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    if system_message:
+        out["systemMessage"] = system_message
+    return out
+
+
+def block_json(reason: str) -> dict[str, Any]:
+    return {"decision": "block", "reason": reason}
+
+
+def _note(event: dict[str, Any]) -> str:
+    """A diagnostic event (pin, corrupt state, capped replay...) as one plain line for the model."""
+    kind = event.get("event", "note")
+    detail = event.get("reason")
+    if not detail:
+        parts = [f"{k} {event[k]}" for k in ("dropped", "capped_to", "redelivered", "seeded") if k in event]
+        detail = ", ".join(parts) or "see `kijito-pull status`"
+    return f"kijito-pull note ({kind}): {detail}."
+
+
+class HookSink(Sink):
+    """Takes a whole pull at once: the rendered text goes out in one JSON write, then all is acknowledged."""
+
+    batch = True
+
+    def __init__(self, emit: Callable[[str], bool], extra_notes: Sequence[str] = ()):
+        self.emit = emit
+        self.extra = [n for n in extra_notes if n]
+        self.notes: list[str] = []
+
+    def signal(self, event: dict) -> None:
+        self.notes.append(_note(event))
+
+    def text(self, persona: str, messages: Sequence[Message]) -> str:
+        return render.for_model(persona, messages, extra_notes=[*self.notes, *self.extra])
+
+    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> bool:
+        return self.emit(self.text(persona, messages))
+
+
+# -- the hooks --------------------------------------------------------------------------------------------
+
+
+def sync_key(data: Mapping[str, Any]) -> str:
+    """Names one hook event, the same for every hook it runs (the waker and its synchronous sibling)."""
+    return "|".join(str(data.get(k) or "") for k in ("hook_event_name", "source", "prompt_id"))
+
+
+def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
+    """Run one hook. Never raises, never prints a traceback: problems are one stderr line and exit 0."""
+    try:
+        if inp.hook == WAKER:
+            return run_waker(inp, env)
+        handler = {SESSION_START: session_start, STOP: stop, PROMPT: prompt}[inp.hook]
+        try:
+            with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn) as out:
+                return handler(inp, env, out)
+        finally:
+            if inp.hook in (SESSION_START, STOP) and inp.session_id:
+                try:
+                    lifecycle.write_synced(env.environ, inp.session_id, sync_key(inp.data))
+                except lifecycle.LifecycleError:
+                    pass
+    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
+        say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
+        return 0
+
+
+def _failure(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.rstrip(".")
+
+
+def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
+    """What an interactive session's context says about being woken (None: nothing to say)."""
+    persona = inp.persona
+    choice, _why = claude_host.waker_choice(environ)
+    if choice == claude_host.OFF:
+        return None
+    try:
+        marker = lifecycle.stop_marker(environ, inp.project, persona)
+    except lifecycle.LifecycleError:
+        marker = None
+    if marker is not None:
+        since = f" since {marker['since']}" if marker.get("since") else ""
+        return (f"The kijito-pull waker is stopped for this project and persona{since}, so new mail does not "
+                f"wake this session; it is handed over when a turn ends (`kijito-pull session start` turns "
+                f"the waker back on).")
+    if choice == claude_host.MONITOR:
+        command = f"kijito-pull watch --persona {shlex.quote(persona)}"
+        return (f"This Claude Code cannot run kijito-pull's waker hook, so new mail does not wake this session "
+                f"by itself; it is handed over when a turn ends. The Monitor tool can watch the inbox: "
+                f"Monitor({{command: {json.dumps(command)}, description: {json.dumps('Kijito inbox for ' + persona)}, "
+                f"persistent: true}})")
+    return (f"New mail for {persona} wakes this session by itself: kijito-pull's waker rings when it arrives "
+            f"and the mail is handed over in that turn.")
+
+
+def session_start(inp: HookInput, env: Environment, out: Output) -> int:
+    persona = inp.persona
+    extra: list[str] = []
+    if inp.mode == INTERACTIVE:
+        sentence = waker_sentence(inp, env.environ)
+        if sentence:
+            extra.append(sentence)
+
+    def emit(text: str) -> bool:
+        return out.json(context_json("SessionStart", text))
+
+    try:
+        ready = setup(inp.persona, env.environ)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{SESSION_START}: {persona}: {_failure(exc)}")
+        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
+            f"The Kijito inbox for {persona} was not checked at session start: {_failure(exc)}.", *extra]),
+            system_message=f"kijito-pull: the Kijito inbox for {persona} was not checked: {_failure(exc)}"))
+        return 0
+    sink = HookSink(emit, extra)
+    try:
+        report = pull_through(ready.engine, ready.engine.factory, sink)
+    except (ApiError, StateError) as exc:
+        say(env.stderr, f"{SESSION_START}: {persona}: {_failure(exc)}; nothing was acknowledged")
+        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
+            f"The Kijito inbox for {persona} could not be read at session start ({_failure(exc)}); unseen mail "
+            f"is handed over later.", *extra])))
+        return 0
+    finally:
+        ready.close()
+    _report_problems(inp, env, report)
+    if not report.delivered and report.refused is None and (inp.mode == INTERACTIVE or sink.notes):
+        emit(sink.text(persona, []))
+    return 0
+
+
+def _report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
+    if report.refused is not None:
+        say(env.stderr, f"{inp.hook}: {inp.persona}: the mail could not be written to Claude Code; it is handed "
+                        f"over again next time")
+    if report.pinned:
+        say(env.stderr, f"{inp.hook}: {inp.persona}: {report.problem}; the cursor stays pinned (what was visible "
+                        f"was handed over)")
+
+
+def stop(inp: HookInput, env: Environment, out: Output) -> int:
+    persona = inp.persona
+    sid = inp.session_id
+    environ = env.environ
+    try:
+        settings = config.load_config_file(environ)
+        cap = max_stop_blocks(environ, settings)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{STOP}: {_failure(exc)}; letting the agent stop")
+        return 0
+    active = inp.data.get("stop_hook_active") is True
+    raw_turn = inp.data.get("prompt_id")
+    turn = raw_turn if isinstance(raw_turn, str) and raw_turn else None
+    # A run of blocks is one turn's: the same prompt_id while the agent goes on because of Stop hooks
+    # (measured on 2.1.197), a new one for the next prompt or wake. Without a prompt_id (older
+    # Claude Code) the run lasts while stop_hook_active is true.
+    try:
+        count = lifecycle.read_blocks(environ, sid, turn) if (sid and active) else 0
+    except lifecycle.LifecycleError:
+        count = 0
+    if active and sid is None:
+        say(env.stderr, f"{STOP}: no valid session id, so consecutive blocks cannot be counted; not blocking "
+                        f"again (unseen mail waits for the next pull)")
+        return 0
+    if count >= cap:
+        if cap:
+            say(env.stderr, f"{STOP}: {persona}: not blocking again after {count} consecutive blocks (the cap is "
+                            f"{cap}); unseen mail waits for the next pull")
+        return 0
+    try:
+        ready = setup(inp.persona, environ)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{STOP}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop")
+        return 0
+    sink = HookSink(lambda text: out.json(block_json(text)))
+    try:
+        report = pull_through(ready.engine, ready.engine.factory, sink)
+    except (ApiError, StateError) as exc:
+        say(env.stderr, f"{STOP}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop "
+                        f"(nothing was acknowledged)")
+        return 0
+    finally:
+        ready.close()
+    _report_problems(inp, env, report)
+    if sink.notes and not report.delivered:
+        for note in sink.notes:
+            say(env.stderr, f"{STOP}: {render.sanitize(note)}")
+    if sid:
+        try:
+            lifecycle.write_blocks(environ, sid, count + 1 if report.delivered else 0, turn)
+        except lifecycle.LifecycleError as exc:
+            say(env.stderr, f"{STOP}: cannot record the block count: {exc}")
+    return 0
+
+
+def prompt(inp: HookInput, env: Environment, out: Output) -> int:
+    """A doorbell turn: hand the mail it announced to this turn."""
+    persona = inp.persona
+
+    def emit(text: str) -> bool:
+        return out.json(context_json("UserPromptSubmit", text))
+
+    try:
+        ready = setup(inp.persona, env.environ)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}")
+        return 0
+    sink = HookSink(emit)
+    try:
+        report = pull_through(ready.engine, ready.engine.factory, sink)
+    except (ApiError, StateError) as exc:
+        say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}; the mail is handed over when the turn ends")
+        emit(f"Kijito inbox for {render.sanitize(persona)}: the new mail could not be fetched just now "
+             f"({_failure(exc)}); it is handed over when this turn ends.")
+        return 0
+    finally:
+        ready.close()
+    _report_problems(inp, env, report)
+    if not report.delivered and report.refused is None:
+        emit(render.for_model(persona, [], extra_notes=[
+            *sink.notes, "The mail the doorbell announced was already handed over earlier in this session."]))
+    return 0
+
+
+# -- the waker ------------------------------------------------------------------------------------------------
+
+
+def doorbell_text(persona: str, messages: Sequence[Message]) -> str:
+    ids = [m.id for m in messages]
+    noun = "message" if len(ids) == 1 else "messages"
+    listed = ", ".join(str(i) for i in ids) if len(ids) <= 5 else f"{ids[0]} to {ids[-1]}"
+    who = " ".join(render.sanitize(persona).split())[:128]
+    return (f"New Kijito mail for {who}: {len(ids)} unseen {noun} (id{'s' if len(ids) != 1 else ''} {listed}). "
+            f"{DOORBELL} kijito-pull hands the mail to this turn as context; if it is not there, "
+            f"`kijito-pull --once --persona {shlex.quote(who)}` prints it.")
+
+
+class Waker:
+    """The session's one waker: waits for unseen mail, then rings (writes the doorbell, exits)."""
+
+    def __init__(self, ready: Setup, notify_client: KijitoClient, environ: Mapping[str, str], *,
+                 session_id: str, project: str, persona: str, me: lifecycle.Proc, host: lifecycle.Proc | None,
+                 ring_stream: IO[str], ring_code: int, errors: IO[str], sync_key: str | None = None,
+                 grace: float = WAKER_GRACE, wait: int = WAKER_WAIT, poll: float = WAKER_POLL,
+                 check_every: float = WAKER_CHECK, max_life: float = WAKER_MAX_LIFE,
+                 exit_fn: Callable[[int], None] = os._exit):
+        self.ready = ready
+        self.engine = ready.engine
+        self.notify_client = notify_client
+        self.environ = environ
+        self.session_id = session_id
+        self.project = project
+        self.persona = persona
+        self.me = me
+        self.host = host
+        self.ring_stream = ring_stream
+        self.ring_code = ring_code
+        self.errors = errors
+        self.sync_key = sync_key
+        self.grace = grace
+        self.wait = wait
+        self.poll = poll
+        self.check_every = check_every
+        self.deadline = time.monotonic() + max_life
+        self._exit = exit_fn
+        self._quitting = threading.Lock()
+        self._stop = threading.Event()
+        self.initial_ppid = os.getppid()
+        self.started = time.time()
+
+    # -- ending -------------------------------------------------------------------------------------
+    def quit(self, code: int, why: str | None = None) -> None:
+        """Leave now (from the watchdog thread or a signal handler): give the lease back, exit."""
+        if not self._quitting.acquire(blocking=False):
+            return
+        # Release before waking the main thread: once it returns, the interpreter exits and this
+        # (daemon) thread with it, which would leave a lease naming a dead process behind.
+        lifecycle.release(self.environ, self.session_id, self.me)
+        self._stop.set()
+        self._exit(code)
+
+    def should_end(self) -> str | None:
+        if os.getppid() != self.initial_ppid:
+            return "the process that started the waker is gone"
+        if self.host is not None and not lifecycle.alive(self.host.pid, self.host.start):
+            return "the Claude Code process is gone"
+        if not lifecycle.holds(self.environ, self.session_id, self.me):
+            return "the lease was taken back (session ended or stopped)"
+        if lifecycle.stop_marker(self.environ, self.project, self.persona) is not None:
+            return "stopped by `kijito-pull session stop`"
+        if time.monotonic() > self.deadline:
+            return "the waker reached its maximum lifetime"
+        return None
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.check_every):
+            try:
+                why = self.should_end()
+            except Exception:  # noqa: BLE001 - a broken check must not leave the waker running blind
+                why = "the session checks failed"
+            if why:
+                self.quit(0, why)
+                return
+
+    # -- work ---------------------------------------------------------------------------------------
+    def peek(self) -> list[Message]:
+        """Unseen mail now, read under the cursor lock so a hook delivering right now is waited for."""
+        with self.engine.store.locked(self.engine.lock_timeout):
+            with self.engine.open(peek=True) as pull:
+                return list(pull.pending)
+
+    def ring(self, pending: list[Message]) -> int:
+        text = doorbell_text(self.persona, pending)
+        try:
+            lifecycle.write_rung(self.environ, self.session_id, max(m.id for m in pending))
+        except lifecycle.LifecycleError as exc:
+            say(self.errors, f"{WAKER}: cannot record the doorbell: {exc}")
+        if not self._quitting.acquire(blocking=False):
+            return 0  # being ended right now: do not ring into a session that is going away
+        self._stop.set()
+        try:
+            self.ring_stream.write(text + "\n")
+            self.ring_stream.flush()
+        except (OSError, ValueError):
+            pass
+        lifecycle.release(self.environ, self.session_id, self.me)
+        return self.ring_code
+
+    def run_with_signals(self) -> int:
+        """`run` with SIGTERM/SIGINT/SIGHUP ending the waker cleanly (lease released, exit 0)."""
+        saved: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+                if sig is not None:
+                    saved[sig] = signal.signal(sig, lambda *_: self.quit(0, "signalled"))
+        try:
+            return self.run()
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+
+    def run(self) -> int:
+        threading.Thread(target=self._watch, name="kijito-waker-watch", daemon=True).start()
+        try:
+            return self._loop()
+        finally:
+            self._stop.set()
+            if self._quitting.acquire(blocking=False):
+                lifecycle.release(self.environ, self.session_id, self.me)
+            self.ready.close()
+            self.notify_client.close()
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep; False when the waker is being ended."""
+        return not self._stop.wait(max(0.0, seconds))
+
+    def _settle(self) -> bool:
+        """Wait (at most `grace`) for the synchronous hook of the same event to finish its pull, so
+        the waker does not ring for mail that hook is handing over right now. False: being ended."""
+        if not self.sync_key:
+            return not self._stop.is_set()
+        deadline = time.monotonic() + self.grace
+        not_before = self.started - 5.0  # the same event: its hooks are started together
+        while time.monotonic() < deadline:
+            try:
+                synced = lifecycle.read_synced(self.environ, self.session_id)
+            except lifecycle.LifecycleError:
+                synced = None
+            if synced is not None and synced[0] == self.sync_key and synced[1] >= not_before:
+                return not self._stop.is_set()
+            if not self._sleep(0.05):
+                return False
+        return not self._stop.is_set()
+
+    def _loop(self) -> int:
+        if not self._settle():
+            return 0
+        try:
+            rung = lifecycle.read_rung(self.environ, self.session_id)
+        except lifecycle.LifecycleError:
+            rung = 0
+        protocol = LongPoll(self.wait, self.poll)
+        due = True
+        failures = 0
+        quiet = 0
+        last_unread: int | None = None
+        while not self._stop.is_set():
+            if due:
+                try:
+                    pending = self.peek()
+                except LockTimeout:
+                    if not self._sleep(0.2):
+                        return 0
+                    continue
+                except (ApiError, StateError) as exc:
+                    failures += 1
+                    pause = min(30.0, 2.0 ** min(failures, 5) / 2)
+                    say(self.errors, f"{WAKER}: {self.persona}: {_failure(exc)}; retrying in {pause:g} s")
+                    if not self._sleep(pause):
+                        return 0
+                    continue
+                failures = 0
+                if pending and max(m.id for m in pending) > rung:
+                    return self.ring(pending)
+                due = False
+            started = time.monotonic()
+            wait, cursor = protocol.request()
+            retry_after = None
+            try:
+                counts = protocol.on_success(self.notify_client.notify_pending(wait=wait, cursor=cursor))
+                row = next((c for c in counts.result.counts if c.persona == self.persona), None)
+                unread = row.unread if row else 0
+                rose = last_unread is not None and unread > last_unread
+                last_unread = unread
+                quiet += 1
+                if counts.advanced or rose or quiet >= WAKER_RESYNC:
+                    due, quiet = True, 0
+                pause = protocol.delay(time.monotonic() - started)
+            except ApiError as exc:
+                failed = protocol.on_failure(exc)
+                retry_after = exc.retry_after
+                due = True
+                pause = self.poll if failed.unavailable else protocol.delay(time.monotonic() - started, retry_after)
+            if not self._sleep(pause):
+                return 0
+        return 0
+
+
+def run_waker(inp: HookInput, env: Environment) -> int:
+    """claude-waker: arm this session's one waker and wait; exit 2 with the doorbell when mail comes."""
+    environ = env.environ
+    sid = inp.session_id
+    if sid is None:  # fastpath already said so; reachable only from in-process callers
+        return 0
+    choice, why = claude_host.waker_choice(environ)
+    if choice != claude_host.REWAKE:
+        say(env.stderr, f"{WAKER}: session {sid}: {lifecycle.Result.UNSUPPORTED.value} ({why})")
+        return 0
+    outcome, waker = arm(inp.project, inp.persona, sid, environ, env.stderr, host=lifecycle.host_process(),
+                         source=str(inp.data.get("source") or inp.data.get("hook_event_name") or ""),
+                         options={"sync_key": sync_key(inp.data)})
+    if waker is None:
+        if outcome.result is not lifecycle.Result.ALREADY_ARMED:
+            say(env.stderr, f"{WAKER}: {outcome.line()}")
+        return 0
+    return waker.run_with_signals()
+
+
+def arm(project: str, persona: str, session_id: str, environ: Mapping[str, str], errors: IO[str], *,
+        host: lifecycle.Proc | None, source: str | None = None, ring_stream: IO[str] | None = None,
+        ring_code: int = 2, options: dict[str, Any] | None = None) -> tuple[lifecycle.Outcome, Waker | None]:
+    """Take the session's lease and build its waker; or say, typed, why there is none."""
+    Result = lifecycle.Result
+    try:
+        if lifecycle.stop_marker(environ, project, persona) is not None:
+            return lifecycle.Outcome(Result.STOPPED, session_id, "a stop marker is set for this project and "
+                                     "persona; `kijito-pull session start` removes it"), None
+    except lifecycle.LifecycleError as exc:
+        return lifecycle.Outcome(Result.STARTUP_FAILED, session_id, str(exc)), None
+    try:
+        ready = setup(persona, environ, timeout=5.0, attempts=1, deadline=5.0)
+    except config.ConfigError as exc:
+        return lifecycle.Outcome(Result.STARTUP_FAILED, session_id, _failure(exc)), None
+    me = lifecycle.proc(os.getpid()) or lifecycle.Proc(os.getpid(), None)
+    try:
+        outcome = lifecycle.acquire(environ, session_id, project=project, persona=persona, me=me, host=host,
+                                    source=source)
+    except lifecycle.LifecycleError as exc:
+        ready.close()
+        return lifecycle.Outcome(Result.STARTUP_FAILED, session_id, str(exc)), None
+    if outcome.result is not Result.ARMED:
+        ready.close()
+        return outcome, None
+    notify_client = KijitoClient(ready.api_base, ready.token, auth_header=ready.auth_header, timeout=5.0,
+                                 attempts=1, deadline=5.0)
+    waker = Waker(ready, notify_client, environ, session_id=session_id, project=lifecycle.project_key(project),
+                  persona=persona, me=me, host=host, ring_stream=ring_stream if ring_stream is not None else errors,
+                  ring_code=ring_code, errors=errors, **(options or {}))
+    return outcome, waker

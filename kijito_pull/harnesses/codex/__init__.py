@@ -1,0 +1,1 @@
+"""Codex: its hook adapter and the installer of its hooks.json entries."""

@@ -1,0 +1,241 @@
+"""`kijito-pull install codex`: SessionStart and Stop hooks in Codex's hooks.json.
+
+    --user     $CODEX_HOME/hooks.json (default ~/.codex/hooks.json)
+    --project  <project>/.codex/hooks.json
+
+Codex reads Claude Code's hook vocabulary there:
+
+    {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "... hook codex-session-start",
+                                            "timeout": 15}]}],
+               "Stop":         [{"hooks": [{"type": "command", "command": "... hook codex-stop", "timeout": 15}]}]}}
+
+The command is this installation's kijito-pull by absolute path (a Codex started from a desktop
+launcher may not have your shell's PATH); `--command kijito-pull` writes the bare name instead, e.g.
+for a hooks file committed to a shared repository. Nothing else in the file is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome
+
+EVENTS = {"SessionStart": "codex-session-start", "Stop": "codex-stop"}
+TIMEOUT = 15  # seconds; the hooks give up within their own 8 s budget
+_OURS = re.compile(r"(?:^|[\s/'\"])(?:kijito-pull|kijito_pull)['\"]?\s+hook\s+(codex-session-start|codex-stop)\b")
+
+
+def codex_home(environ: Mapping[str, str]) -> Path:
+    raw = environ.get("CODEX_HOME", "").strip()
+    return common.expand(raw, environ) if raw else common.home(environ) / ".codex"
+
+
+def hooks_path(scope: str, environ: Mapping[str, str], project: Path) -> Path:
+    return codex_home(environ) / "hooks.json" if scope == USER else project / ".codex" / "hooks.json"
+
+
+def hook_name(command: Any) -> str | None:
+    """"codex-session-start" / "codex-stop" when `command` runs one of our hooks, else None."""
+    if not isinstance(command, str):
+        return None
+    match = _OURS.search(command)
+    return match.group(1) if match else None
+
+
+def command_line(prefix: Sequence[str], hook: str) -> str:
+    return shlex.join([*prefix, "hook", hook])
+
+
+def our_handlers(data: Any) -> dict[str, list[dict[str, Any]]]:
+    """Event -> our handler objects found in a hooks.json object."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    events = data.get("hooks") if isinstance(data, dict) else None
+    if not isinstance(events, dict):
+        return out
+    for event, groups in events.items():
+        if not isinstance(groups, list):
+            continue
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for handler in handlers if isinstance(handlers, list) else []:
+                if isinstance(handler, dict) and hook_name(handler.get("command")):
+                    out.setdefault(event, []).append(handler)
+    return out
+
+
+def with_ours(data: dict[str, Any], prefix: Sequence[str]) -> dict[str, Any]:
+    """`data` with exactly one handler of ours per event, running `prefix`: an existing one is updated
+    in place (e.g. a kijito-pull that moved), a missing one is added as its own group at the end."""
+    out = json.loads(json.dumps(data))
+    events = out.get("hooks")
+    if not isinstance(events, dict):
+        events = out["hooks"] = {}
+    for event, hook in EVENTS.items():
+        groups = events.get(event)
+        if not isinstance(groups, list):
+            groups = events[event] = []
+        want = {"type": "command", "command": command_line(prefix, hook), "timeout": TIMEOUT}
+        found = False
+        emptied = []
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(handlers, list):
+                continue
+            kept = []
+            for handler in handlers:
+                if isinstance(handler, dict) and hook_name(handler.get("command")) == hook:
+                    if found:
+                        continue  # a second copy of our hook: Codex would run both
+                    handler = {**handler, "command": want["command"]}
+                    found = True
+                kept.append(handler)
+            if handlers and not kept:
+                emptied.append(id(group))
+            group["hooks"] = kept
+        if not found:
+            groups.append({"hooks": [want]})
+        events[event] = [g for g in groups if id(g) not in emptied]
+    return out
+
+
+def without_ours(data: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(data))
+    events = out.get("hooks")
+    if not isinstance(events, dict):
+        return out
+    for event, groups in list(events.items()):
+        if not isinstance(groups, list):
+            continue
+        kept = []
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(handlers, list):
+                left = [h for h in handlers if not (isinstance(h, dict) and hook_name(h.get("command")))]
+                if not left and handlers:
+                    continue  # a group that only held our hook goes with it
+                group = {**group, "hooks": left}
+            kept.append(group)
+        events[event] = kept
+    return out
+
+
+def is_installed(data: Any, prefix: Sequence[str] | None = None) -> bool:
+    found = our_handlers(data)
+    for event, hook in EVENTS.items():
+        handlers = [h for h in found.get(event, []) if hook_name(h.get("command")) == hook]
+        if len(handlers) != 1:
+            return False
+        if prefix is not None and handlers[0].get("command") != command_line(prefix, hook):
+            return False
+    return True
+
+
+# -- wiring (read-only, for doctor) -----------------------------------------------------------------------
+
+
+def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
+    from kijito_pull.harnesses.registry import Wiring
+
+    project = common.project_root(cwd)
+    out = []
+    for scope in (PROJECT, USER):
+        path = hooks_path(scope, environ, project)
+        try:
+            data = common.read_json(path).data
+        except InstallError as exc:
+            out.append(Wiring("codex", scope, False, str(path), None, False, str(exc)))
+            continue
+        found = our_handlers(data)
+        if not found:
+            if path.exists():
+                out.append(Wiring("codex", scope, False, str(path), None, False, "no kijito-pull hooks here"))
+            continue
+        commands = [h.get("command") for hs in found.values() for h in hs]
+        command, exists = common.command_executable(commands[0], environ)
+        details = []
+        missing = [e for e, hook in EVENTS.items() if not any(hook_name(h.get("command")) == hook
+                                                               for h in found.get(e, []))]
+        if missing:
+            details.append(f"no kijito-pull hook on {', '.join(missing)}")
+        misplaced = [e for e, hs in found.items() for h in hs
+                     if e not in EVENTS or EVENTS[e] != hook_name(h.get("command"))]
+        if misplaced:
+            details.append(f"a kijito-pull hook is on the wrong event ({', '.join(sorted(set(misplaced)))})")
+        if not exists:
+            details.append(f"`{command}` does not exist: run `kijito-pull install codex --{scope}` again")
+        if scope == PROJECT:
+            details.append("Codex runs a project's hooks only in a trusted project")
+        out.append(Wiring("codex", scope, not missing, str(path), command, exists, "; ".join(details)))
+    return out
+
+
+# -- install / uninstall -----------------------------------------------------------------------------------
+
+
+def _prefix(command: str | None) -> list[str]:
+    if command:
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            raise InstallError(f"--command: {exc}", 2) from None
+        if not words:
+            raise InstallError("--command is empty", 2)
+        return words
+    return common.this_command()
+
+
+def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False,
+            command: str | None = None) -> Outcome:
+    path = hooks_path(scope, environ, project)
+    outcome = Outcome("codex", scope, "install", path=path)
+    file = common.read_json(path)
+    prefix = _prefix(command)
+    if is_installed(file.data, prefix):
+        outcome.result = "already_installed"
+        return outcome
+    new_data = with_ours(file.data, prefix)
+    new = file.edited(new_data)
+    outcome.diffs.append(common.diff(path, file.raw, new))
+    exe, exists = common.command_executable(shlex.join(prefix), environ)
+    if not exists:
+        outcome.notes.append(f"`{exe}` is not an executable on this PATH: the hooks would fail until it is")
+    if common.which("codex", environ) is None:
+        outcome.notes.append("the `codex` command is not on PATH (the hooks are written anyway)")
+    outcome.notes.append("Codex asks you to review new hooks before they run (/hooks); older Codex versions also "
+                         "need `[features] codex_hooks = true` in ~/.codex/config.toml")
+    if dry_run:
+        outcome.result = "would_install"
+        return outcome
+    bak = common.back_up_before_install(path, file.raw, ours_already=bool(our_handlers(file.data)))
+    if bak:
+        outcome.backups.append(bak)
+    common.write_bytes(path, new)
+    outcome.result = "installed"
+    return outcome
+
+
+def uninstall(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False) -> Outcome:
+    path = hooks_path(scope, environ, project)
+    outcome = Outcome("codex", scope, "uninstall", path=path)
+    file = common.read_json(path)
+    if not our_handlers(file.data):
+        outcome.result = "not_installed"
+        return outcome
+    new, how = common.restore_after_uninstall(file, without_ours(file.data), dry_run=dry_run)
+    outcome.diffs.append(common.diff(path, file.raw, new))
+    if dry_run:
+        outcome.result = "would_uninstall"
+        return outcome
+    outcome.notes.append({"restored": f"{path} restored byte for byte from before the install",
+                          "removed": f"{path} removed (it did not exist before the install)",
+                          "edited": f"kijito-pull's hooks removed from {path}"}[how.how])
+    if how.backup:
+        outcome.backups.append(how.backup)
+    outcome.result = "uninstalled"
+    return outcome

@@ -1,0 +1,1 @@
+"""The supervised daemon: systemd/launchd templates and their installer."""

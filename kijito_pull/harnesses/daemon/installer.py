@@ -1,0 +1,321 @@
+"""`kijito-pull install daemon --persona P`: `kijito-pull watch` supervised by the system, per persona.
+
+Linux (systemd user manager):
+    ~/.config/systemd/user/kijito-pull@.service      rendered by kijito_pull.harnesses.daemon.supervision (one template)
+    systemctl --user daemon-reload
+    systemctl --user enable --now kijito-pull@P
+    loginctl show-user $USER -p Linger               (said, not changed: without lingering the unit
+                                                      stops when you log out)
+macOS (launchd):
+    ~/Library/LaunchAgents/com.kijito.pull.P.plist
+    launchctl bootstrap gui/$UID <plist>
+
+Either reads the token from a 0600 file (~/.config/kijito-pull/token, or ~/Library/Application
+Support/kijito-pull/token): never from the unit, its environment or a command line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses.installkit import USER, InstallError, Outcome
+
+SYSTEMD = "systemd"
+LAUNCHD = "launchd"
+UNIT_NAME = "kijito-pull@.service"
+
+
+def default_system() -> str:
+    return LAUNCHD if sys.platform == "darwin" else SYSTEMD
+
+
+def unit_dir(environ: Mapping[str, str]) -> Path:
+    return common.config_home(environ) / "systemd" / "user"
+
+
+def unit_path(environ: Mapping[str, str]) -> Path:
+    return unit_dir(environ) / UNIT_NAME
+
+
+def agents_dir(environ: Mapping[str, str]) -> Path:
+    return common.home(environ) / "Library" / "LaunchAgents"
+
+
+def token_path(system: str, environ: Mapping[str, str]) -> Path:
+    from kijito_pull.harnesses.daemon import supervision
+
+    return common.home(environ) / supervision._LAYOUT[system]["token"]
+
+
+def instance(persona: str) -> str:
+    return f"kijito-pull@{persona}.service"
+
+
+def enabled_personas(environ: Mapping[str, str]) -> list[str]:
+    """Instances enabled with `systemctl --user enable` (their links under the unit dir's *.wants/)."""
+    found = set()
+    base = unit_dir(environ)
+    try:
+        wants = [d for d in base.iterdir() if d.name.endswith(".wants") and d.is_dir()]
+    except OSError:
+        return []
+    for folder in wants:
+        for link in folder.glob("kijito-pull@*.service"):
+            found.add(link.name[len("kijito-pull@"):-len(".service")])
+    return sorted(found)
+
+
+def _exec_start(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("ExecStart="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def _plist_program(text: str) -> str | None:
+    match = re.search(r"<key>ProgramArguments</key>\s*<array>\s*<string>([^<]*)</string>", text)
+    if not match:
+        return None
+    from xml.sax.saxutils import unescape
+
+    return unescape(match.group(1))
+
+
+# -- wiring (read-only, for doctor) -----------------------------------------------------------------------
+
+
+def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
+    from kijito_pull.harnesses.registry import Wiring
+
+    out = []
+    unit = unit_path(environ)
+    text = _read_text(unit)
+    if text is not None:
+        line = _exec_start(text)
+        try:
+            first = shlex.split(line)[0] if line else None
+        except (ValueError, IndexError):
+            first = None
+        command, exists = (common.which(first, environ) or first, common.which(first, environ) is not None) \
+            if first else (None, False)
+        personas = enabled_personas(environ)
+        detail = (f"enabled for {', '.join(personas)}" if personas
+                  else "not enabled for any persona (`kijito-pull install daemon --persona NAME`)")
+        if not token_path(SYSTEMD, environ).is_file():
+            detail += f"; no token file at {token_path(SYSTEMD, environ)}"
+        out.append(Wiring("daemon", USER, True, str(unit), command, exists, detail))
+    try:
+        plists = sorted(agents_dir(environ).glob("com.kijito.pull.*.plist"))
+    except OSError:
+        plists = []
+    for plist in plists:
+        text = _read_text(plist) or ""
+        program = _plist_program(text)
+        exists = bool(program) and common.which(program, environ) is not None
+        out.append(Wiring("daemon", USER, True, str(plist), program, exists, "launchd agent"))
+    return out
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text("utf-8", "replace")
+    except OSError:
+        return None
+
+
+# -- install / uninstall -----------------------------------------------------------------------------------
+
+
+def resolve_persona(persona: str | None, environ: Mapping[str, str], cwd: str) -> str:
+    from kijito_pull.core import config
+
+    if not persona:
+        persona = environ.get("KIJITO_PERSONA", "").strip() or None
+    if not persona:
+        from kijito_pull.harnesses.session import optin
+
+        found = optin.resolve(cwd, environ)
+        persona = found.persona if found.opted_in and found.persona else None
+    if not persona:
+        raise InstallError("which persona? Pass --persona NAME (or set KIJITO_PERSONA, or run this in a project "
+                           "that opts in with an `inbox persona:` line)", 2)
+    try:
+        return config.validate_persona(persona)
+    except config.ConfigError as exc:
+        raise InstallError(str(exc), 2) from None
+
+
+def _user(environ: Mapping[str, str]) -> str:
+    name = environ.get("USER") or environ.get("LOGNAME")
+    if name:
+        return name
+    import getpass
+
+    return getpass.getuser()
+
+
+def lingering(environ: Mapping[str, str], cwd: Path) -> str:
+    """One sentence on whether the user's units keep running after logout."""
+    loginctl = common.which("loginctl", environ)
+    user = _user(environ)
+    if loginctl is None:
+        return "lingering: cannot tell (no loginctl)"
+    ran = common.run([loginctl, "show-user", user, "-p", "Linger"], environ, cwd, 15)
+    value = ran.output.strip().partition("=")[2].strip().lower() if ran.code == 0 else ""
+    if value == "yes":
+        return "lingering is on: the unit keeps running when you log out"
+    if value == "no":
+        return (f"lingering is off: the unit stops when you log out; `loginctl enable-linger {user}` keeps it "
+                f"running")
+    first = ran.output.strip().splitlines()[0][:200] if ran.output.strip() else "loginctl failed"
+    return f"lingering: cannot tell ({first})"
+
+
+def _token_note(system: str, environ: Mapping[str, str]) -> str | None:
+    path = token_path(system, environ)
+    if path.is_file():
+        mode = path.stat().st_mode & 0o077
+        return None if not mode else f"{path} is readable by others: chmod 600 {shlex.quote(str(path))}"
+    return (f"no token file at {path}: the service exits with status 2 until it exists. Create it with\n"
+            f"    install -d -m 700 {shlex.quote(str(path.parent))}\n"
+            f"    (umask 077; printf '%s\\n' \"$KIJITOMON_TOKEN\" > {shlex.quote(str(path))})")
+
+
+def install(environ: Mapping[str, str], cwd: str, *, persona: str | None = None, system: str | None = None,
+            dry_run: bool = False) -> Outcome:
+    from kijito_pull.harnesses.daemon import supervision
+
+    system = system or default_system()
+    persona = resolve_persona(persona, environ, cwd)
+    here = Path(cwd)
+    if system == SYSTEMD:
+        path = unit_path(environ)
+        text = supervision.render_systemd().encode("utf-8")
+        tool = common.which("systemctl", environ)
+        ctl = [tool or "systemctl", "--user"]
+        name = instance(persona)
+    else:
+        path = agents_dir(environ) / supervision.launchd_filename(persona)
+        text = supervision.render_launchd(None, persona, str(common.home(environ))).encode("utf-8")
+        tool = common.which("launchctl", environ)
+        domain = f"gui/{os.getuid()}"
+        name = f"{domain}/{supervision.launchd_label(persona)}"
+    outcome = Outcome("daemon", USER, "install", path=path)
+    before = common.read_bytes(path)
+    changed = before != text
+    if system == SYSTEMD:
+        running = tool is not None and not changed and _query(ctl + ["is-enabled", name], environ, here) == "enabled" \
+            and _query(ctl + ["is-active", name], environ, here) == "active"
+        if changed:
+            outcome.commands.append(ctl + ["daemon-reload"])
+        outcome.commands.append(ctl + ["enable", "--now", name])
+    else:
+        loaded = tool is not None and common.run([tool, "print", name], environ, here, 15).code == 0
+        running = loaded and not changed
+        if loaded and changed:
+            outcome.commands.append([tool or "launchctl", "bootout", name])
+        outcome.commands.append([tool or "launchctl", "bootstrap", domain, str(path)])
+    outcome.diffs.append(common.diff(path, before, text))
+    note = _token_note(system, environ)
+    if note:
+        outcome.notes.append(note)
+    if running:
+        outcome.commands = []
+        outcome.result = "already_installed"
+    elif dry_run:
+        outcome.result = "would_install"
+    if system == SYSTEMD:
+        outcome.notes.append(lingering(environ, here))
+    else:
+        outcome.notes.append("launchd runs the agent while you are logged in")
+    if running or dry_run:
+        return outcome
+    if tool is None:
+        what = "systemctl (systemd)" if system == SYSTEMD else "launchctl (launchd)"
+        raise InstallError(f"{what} is not on PATH: save the unit with `kijito-pull install daemon --dry-run` "
+                           f"and follow the steps in its header (or pass --system)", 2)
+    if changed:
+        if before is not None:
+            bak = common.timestamped_backup(path)
+            common.write_bytes(bak, before)
+            outcome.backups.append(bak)
+        common.write_bytes(path, text, 0o644)
+    for argv in outcome.commands:
+        ran = common.run(argv, environ, here, 60)
+        if ran.code != 0:
+            raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
+    outcome.result = "installed"
+    return outcome
+
+
+def _query(argv: list[str], environ: Mapping[str, str], cwd: Path) -> str:
+    ran = common.run(argv, environ, cwd, 15)
+    return ran.output.strip().splitlines()[0] if ran.output.strip() else ""
+
+
+def uninstall(environ: Mapping[str, str], cwd: str, *, persona: str | None = None, system: str | None = None,
+              dry_run: bool = False) -> Outcome:
+    from kijito_pull.harnesses.daemon import supervision
+
+    system = system or default_system()
+    persona = resolve_persona(persona, environ, cwd)
+    here = Path(cwd)
+    if system == SYSTEMD:
+        path = unit_path(environ)
+        tool = common.which("systemctl", environ)
+        ctl = [tool or "systemctl", "--user"]
+        others = [p for p in enabled_personas(environ) if p != persona]
+        outcome = Outcome("daemon", USER, "uninstall", path=path)
+        if not path.exists() and persona not in enabled_personas(environ):
+            outcome.result = "not_installed"
+            return outcome
+        outcome.commands.append(ctl + ["disable", "--now", instance(persona)])
+        remove = not others and path.exists()
+        if remove:
+            outcome.commands.append(ctl + ["daemon-reload"])
+            outcome.diffs.append(common.diff(path, common.read_bytes(path), None))
+        else:
+            outcome.notes.append(f"{path} stays: still enabled for {', '.join(others)}")
+    else:
+        path = agents_dir(environ) / supervision.launchd_filename(persona)
+        tool = common.which("launchctl", environ)
+        outcome = Outcome("daemon", USER, "uninstall", path=path)
+        if not path.exists():
+            outcome.result = "not_installed"
+            return outcome
+        label = supervision.launchd_label(persona)
+        outcome.commands.append([tool or "launchctl", "bootout", f"gui/{os.getuid()}/{label}"])
+        remove = True
+        outcome.diffs.append(common.diff(path, common.read_bytes(path), None))
+    outcome.notes.append(f"kept: the token file ({token_path(system, environ)}) and the events file")
+    if dry_run:
+        outcome.result = "would_uninstall"
+        return outcome
+    if tool is None:
+        raise InstallError(("systemctl" if system == SYSTEMD else "launchctl") + " is not on PATH", 2)
+    for n, argv in enumerate(outcome.commands):
+        if remove and system == SYSTEMD and argv[-1] == "daemon-reload":
+            _unlink(path)
+        ran = common.run(argv, environ, here, 60)
+        if ran.code != 0 and n == 0 and system == LAUNCHD:
+            continue  # not loaded: nothing to boot out
+        if ran.code != 0 and n > 0:
+            raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
+    if remove and system == LAUNCHD:
+        _unlink(path)
+    outcome.result = "uninstalled"
+    return outcome
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

@@ -1,1 +1,0 @@
-"""Harness adapters: the Claude Code plugin's hook entry points (`kijito-pull hook claude-*`)."""

@@ -1,0 +1,319 @@
+"""The watch loop: one account-wide wake source, fanned out to per-persona pulls only when needed.
+
+Every delivery goes through the shared engine (`delivery.pull_through`), so the watch loop, the hooks
+and `--once` keep one cursor contract. This module decides *when* to pull and what to announce.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable
+
+from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.engine import Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import ApiError
+from kijito_pull.core.sink import CLOSED, PULL_NOW, Sink
+from kijito_pull.core.state import LockTimeout, StateError
+from kijito_pull.watch import alarms
+from kijito_pull.watch.longpoll import Counts, LongPoll, Notifier, NotifyFailed
+
+ACCOUNT = "*"  # the persona field of account-wide signals
+RETRY_CAP = 30.0
+PIN_RETRY = 30.0
+STALE_RECHECK = 3.0  # a count rose but the inbox read showed nothing new (a lagging replica?): read once more
+
+
+@dataclass
+class WatchOptions:
+    consumer: str = "agent"
+    wait: int = 50
+    poll_seconds: float = 60.0
+    resync_every: int = 10
+    rediscover_every: float = 600.0
+    all_personas: bool = False
+    alert_after: int = 3
+    heartbeat: float | None = None
+    stranded_alerts: bool = True
+    urgent_alerts: bool = True
+    urgent_after: float = 900.0
+    content_chars: int | None = 220
+    no_content: bool = False
+    min_spacing: float = 0.5
+
+
+@dataclass
+class Target:
+    """One watched persona: its engine, what the counts last said, and its own health."""
+
+    name: str
+    engine: Engine
+    health: alarms.Health
+    explicit: bool = False  # named by the user (its mail has a consumer: us), not adopted from the account
+    last_unread: int | None = None
+    last_urgent: int | None = None
+    skips: int = 0
+    retry_at: float | None = None
+    refusals: int = 0
+    rechecked: bool = False  # the one re-read after a count rise that found nothing has been scheduled
+    hidden: alarms.SetAlarm = field(default_factory=lambda: alarms.SetAlarm(
+        "unread mail outside the newest window", "hidden_unread_inboxes"))
+
+
+class Watcher:
+    def __init__(self, *, client: KijitoClient, notify_client: KijitoClient,
+                 make_engine: Callable[[str], Engine], sink: Sink, factory: EventFactory,
+                 options: WatchOptions, personas: Iterable[str], stop: threading.Event,
+                 loop: queue.Queue | None = None, errors: IO[str] = sys.stderr,
+                 clock: Callable[[], float] = time.monotonic):
+        self.client = client
+        self.notify_client = notify_client
+        self.make_engine = make_engine
+        self.sink = sink
+        self.factory = factory
+        self.opts = options
+        self.stop = stop
+        self.loop: queue.Queue = loop if loop is not None else queue.Queue()
+        self.errors = errors
+        self.clock = clock
+        self.targets: dict[str, Target] = {}  # keyed by casefold: one target per inbox name, original case kept
+        self.notify_health = alarms.Health(options.alert_after)
+        self.stranded = alarms.SetAlarm("unread mail no persona will read (stranded)", "stranded_inboxes")
+        self.urgent = alarms.SetAlarm("urgent mail unanswered", "urgent_inboxes")
+        self.urgent_since: dict[str, float] = {}
+        self.last_counts: dict = {}
+        self.directory: dict[str, int | None] = {}
+        self.next_heartbeat = None if not options.heartbeat else clock() + options.heartbeat
+        self.next_rediscover = clock() + options.rediscover_every if options.all_personas else None
+        for name in personas:
+            self._add(name, explicit=True)
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def emit(self, kind: str, persona: str, **fields: Any) -> None:
+        self.sink.signal(self.factory.signal(kind, persona, **fields))
+
+    def _raise(self, persona: str, alarm: dict[str, Any] | None) -> None:
+        """Emit an alarm edge. Account-wide ones go to every watched persona, as kijito-inbox-monitor does,
+        so a consumer that follows only its own persona's stream still hears them."""
+        if alarm:
+            kind = alarm.pop("kind")
+            for name in [t.name for t in self.targets.values()] if persona == ACCOUNT else [persona]:
+                self.emit(kind, name, **alarm)
+
+    def note(self, text: str) -> None:
+        self.errors.write(f"kijito-pull: watch: {text}\n")
+        self.errors.flush()
+
+    # -- personas ----------------------------------------------------------------------------------
+
+    def _add(self, name: str, explicit: bool = False) -> Target | None:
+        key = name.casefold()
+        if key in self.targets:
+            return None
+        target = Target(name, self.make_engine(name), alarms.Health(self.opts.alert_after), explicit=explicit)
+        self.targets[key] = target
+        return target
+
+    def adopt(self, name: str, why: str) -> None:
+        """A persona that appeared mid-run: announce it and deliver its first mail rather than skipping it."""
+        target = self._add(name)
+        if target is not None:
+            self.emit("persona_added", name, reason=why)
+            self.pull(target)
+
+    def rediscover(self, announce: bool = True) -> None:
+        """Re-read the directory; in all-personas mode, watch the personas that appeared (announced
+        unless this is the start, where every persona is new)."""
+        try:
+            listing = self.client.personas()
+        except ApiError as exc:
+            if not announce and self.opts.all_personas and not self.targets:
+                raise  # nothing to watch without it
+            self.note(f"persona directory unavailable ({exc}); keeping the current personas")
+            return
+        self.directory = {p.persona: p.memory_count for p in listing}
+        if self.opts.all_personas:
+            for info in listing:
+                if announce:
+                    self.adopt(info.persona, "found in the persona directory")
+                else:
+                    self._add(info.persona)
+
+    # -- pulling -----------------------------------------------------------------------------------
+
+    def pull(self, target: Target, expect_mail: bool = False) -> None:
+        """Pull one persona. `expect_mail`: its unread count just rose, so an empty read is suspicious."""
+        now = self.clock()
+        try:
+            report = pull_through(target.engine, self.factory, self.sink,
+                                  content_chars=self.opts.content_chars, no_content=self.opts.no_content)
+        except LockTimeout:
+            target.retry_at = now + 1.0  # another puller of this cursor is delivering; look again shortly
+            return
+        except (ApiError, StateError) as exc:
+            self._raise(target.name, target.health.failure(f"inbox of {target.name} failing: {exc}"))
+            target.retry_at = now + min(RETRY_CAP, 2.0 ** (target.health.failures - 1))
+            self.note(f"{target.name}: {exc}; retrying in {target.retry_at - now:.0f} s")
+            return
+        self._raise(target.name, target.health.success(f"inbox of {target.name}"))
+        target.skips = 0
+        if report.refused is not None:
+            target.refusals += 1
+            target.retry_at = now + min(RETRY_CAP, 2.0 ** (target.refusals - 1))
+        elif report.pinned:
+            target.retry_at = now + PIN_RETRY
+        elif expect_mail and not report.delivered and not target.rechecked:
+            target.rechecked = True
+            target.retry_at = now + STALE_RECHECK
+        else:
+            target.refusals = 0
+            target.retry_at = None
+        if report.delivered:
+            target.rechecked = False
+        if report.hidden_unread is not None:
+            self._raise(target.name, target.hidden.update({target.name} if report.hidden_unread else set()))
+
+    def pull_all(self) -> None:
+        for target in list(self.targets.values()):
+            if self.stop.is_set():
+                return
+            self.pull(target)
+
+    # -- reacting to the wake source ---------------------------------------------------------------
+
+    def on_counts(self, item: Counts) -> None:
+        self._raise(ACCOUNT, self.notify_health.success("notify/pending"))
+        counts = {c.persona: c for c in item.result.counts}
+        due = []
+        rising: set[str] = set()
+        for target in self.targets.values():
+            row = counts.get(target.name)
+            unread = row.unread if row else 0
+            urgent = (row.unread_urgent or 0) if row else 0
+            # No earlier count (just adopted, or counts were unavailable): read it, we cannot tell a rise.
+            rose = target.last_unread is None or unread > target.last_unread or urgent > (target.last_urgent or 0)
+            target.last_unread, target.last_urgent = unread, urgent
+            if rose:
+                due.append(target)
+                rising.add(target.name)
+            elif item.advanced:
+                # Mail arrived somewhere without raising this persona's count: a cheap skip. The floor
+                # forces a real read now and then, so a stale or wrong count can never blind us.
+                target.skips += 1
+                if target.skips >= self.opts.resync_every:
+                    due.append(target)
+        for target in due:
+            self.pull(target, expect_mail=target.name in rising and target.last_unread is not None
+                      and target.last_unread > 0)
+        if self.opts.all_personas:
+            for persona, row in counts.items():
+                if row.unread > 0 and persona.casefold() not in self.targets:
+                    self.adopt(persona, "has unread mail (notify/pending)")
+        self._check_alarms(counts)
+
+    def on_notify_failed(self, item: NotifyFailed) -> None:
+        if not item.unavailable:
+            self._raise(ACCOUNT, self.notify_health.failure(f"notify/pending failing: {item.error}"))
+        # Without counts we cannot tell who has mail: read every inbox (the notifier paces this).
+        for target in self.targets.values():
+            target.last_unread = None
+        self.pull_all()
+
+    def _check_alarms(self, counts: dict) -> None:
+        self.last_counts = counts
+        # Mail for a persona the user named is being delivered to its consumer, whatever the directory
+        # says; an inbox merely adopted from the account has no known reader, so it can still strand.
+        explicit = {t.name for t in self.targets.values() if t.explicit}
+        unread = {p: c.unread for p, c in counts.items() if p not in explicit}
+        if self.opts.stranded_alerts and self.directory:
+            names, detail = alarms.stranded(unread, self.directory)
+            self._raise(ACCOUNT, self.stranded.update(names, detail))
+        if self.opts.urgent_alerts:
+            now = self.clock()
+            urgent_now = {p for p, c in counts.items() if (c.unread_urgent or 0) > 0}
+            self.urgent_since = {p: self.urgent_since.get(p, now) for p in urgent_now}
+            overdue = {p for p, since in self.urgent_since.items() if now - since >= self.opts.urgent_after}
+            self._raise(ACCOUNT, self.urgent.update(overdue, f" (unread for over {self.opts.urgent_after:g} s)"))
+
+    # -- timers ------------------------------------------------------------------------------------
+
+    def _next_deadline(self) -> float | None:
+        times = [t.retry_at for t in self.targets.values() if t.retry_at is not None]
+        times += [x for x in (self.next_heartbeat, self.next_rediscover) if x is not None]
+        if self.opts.urgent_alerts:  # an urgent message becomes overdue without any new answer arriving
+            times += [since + self.opts.urgent_after for p, since in self.urgent_since.items()
+                      if p not in self.urgent.current]
+        return min(times) if times else None
+
+    def _run_timers(self) -> None:
+        now = self.clock()
+        if self.opts.urgent_alerts and self.last_counts:
+            self._check_alarms(self.last_counts)
+        for target in list(self.targets.values()):
+            if target.retry_at is not None and target.retry_at <= now:
+                self.pull(target)
+        if self.next_rediscover is not None and self.next_rediscover <= now:
+            self.next_rediscover = now + self.opts.rediscover_every
+            self.rediscover()
+        if self.next_heartbeat is not None and self.next_heartbeat <= now and self.opts.heartbeat:
+            self.next_heartbeat = now + self.opts.heartbeat
+            for target in self.targets.values():
+                self.emit("heartbeat", target.name, cursor=self._cursor(target), api_base=self.client.api_base)
+
+    @staticmethod
+    def _cursor(target: Target) -> int | None:
+        state = target.engine.store.load().state
+        return state.cursor if state else None
+
+    # -- main loop ---------------------------------------------------------------------------------
+
+    def arm(self) -> None:
+        """Start: learn the directory, take a count baseline, then the first pull of every persona."""
+        if self.opts.all_personas or self.opts.stranded_alerts:
+            self.rediscover(announce=False)
+        try:
+            baseline = self.client.notify_pending()
+            for row in baseline.counts:
+                target = self.targets.get(row.persona.casefold())
+                if target is not None and target.name == row.persona:
+                    target.last_unread, target.last_urgent = row.unread, row.unread_urgent or 0
+        except ApiError:
+            pass  # counts unavailable: the notifier's first answer will say so
+        for target in list(self.targets.values()):
+            self.pull(target)
+            self.emit("armed", target.name, cursor=self._cursor(target),
+                      api_base=self.client.api_base, consumer=self.opts.consumer)
+            if target.last_unread is None:
+                target.last_unread, target.last_urgent = 0, 0
+
+    def run(self) -> None:
+        self.arm()
+        protocol = LongPoll(self.opts.wait, self.opts.poll_seconds, self.opts.min_spacing)
+        notifier = Notifier(self.notify_client, protocol, self.loop, self.stop)
+        notifier.start()
+        while not self.stop.is_set():
+            deadline = self._next_deadline()
+            timeout = None if deadline is None else max(0.0, deadline - self.clock())
+            try:
+                item = self.loop.get(timeout=min(timeout, 1.0) if timeout is not None else 1.0)
+            except queue.Empty:
+                item = None
+            if self.stop.is_set():
+                break
+            if isinstance(item, Counts):
+                self.on_counts(item)
+            elif isinstance(item, NotifyFailed):
+                self.on_notify_failed(item)
+            elif item == PULL_NOW:
+                self.pull_all()
+            elif item == CLOSED:
+                self.stop.set()
+                break
+            self._run_timers()
