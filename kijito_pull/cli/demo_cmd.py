@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import tempfile
 import time
 
 from kijito_pull.cli.environment import Environment
-from kijito_pull.core import paths, render
-from kijito_pull.core.api import KijitoClient
+from kijito_pull.context import Context, Flags, Settings
+from kijito_pull.core import config, paths, render
 from kijito_pull.core.delivery import pull_through
-from kijito_pull.core.engine import Engine
-from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import Message
 from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import StateStore
 from kijito_pull.sandbox import Sandbox
 from kijito_pull.sinks.stdout import NdjsonSink
 
@@ -53,14 +51,15 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kijito-pull-demo-") as state_root, \
             Sandbox(token="demo-token", window_limit=20).start() as sandbox:
-        environ = {paths.STATE_DIR_ENV: state_root}
-        client = KijitoClient(sandbox.url, "demo-token")
-        factory = EventFactory()
+        # The demo's own settings: the sandbox, a throw-away state folder, and no user config file.
+        environ = {paths.STATE_DIR_ENV: state_root, paths.CONFIG_ENV: os.path.join(state_root, "none.toml"),
+                   config.BASE_ENV: sandbox.url, config.TOKEN_ENV: "demo-token"}
+        contexts = {consumer: Context(Settings(environ, Flags(consumer=consumer))) for consumer in ("agent", "script")}
+        client = contexts["agent"].client
 
         def pull(consumer: str, sink: Sink):
-            store = StateStore(*paths.cursor_paths(environ, sandbox.url, PERSONA, consumer),
-                               identity={"api_base": sandbox.url, "persona": PERSONA, "consumer": consumer})
-            return pull_through(Engine(client, store, factory, persona=PERSONA, consumer=consumer), factory, sink)
+            ctx = contexts[consumer]
+            return pull_through(ctx.engine(PERSONA), ctx.factory, sink)
 
         env.stdout.write(f"Sandbox Kijito API on {sandbox.url} (SQLite, loopback only); state in {state_root}\n")
         _heading(env, "1. Three messages arrive for " + PERSONA)
@@ -92,7 +91,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         report = pull("agent", again)
         env.stdout.write(f"  {len(report.delivered)} new messages (the cursor sits past message "
                          f"{collected.messages[-1].id})\n")
-        client.close()
+        for ctx in contexts.values():
+            ctx.close()
     env.stdout.write(f"\nDone in {time.monotonic() - started:.1f} s. Next: `kijito-pull sandbox` to keep a "
                      f"server running, or `kijito-pull --once --persona NAME` against your account.\n")
     return ExitCode.OK if not report.delivered else ExitCode.SOURCE_FAILED

@@ -1,13 +1,14 @@
-"""Flags shared by several commands, and turning them into a validated connection and persona list."""
+"""Flags shared by several commands; `settings(args, env)` hands them to the composition root
+(kijito_pull.context), which resolves them once."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from kijito_pull.cli.environment import Environment
+from kijito_pull.context import Flags, Settings
 from kijito_pull.core import config
-from kijito_pull.core.api import DEFAULT_TIMEOUT, KijitoClient
+from kijito_pull.core.api import DEFAULT_TIMEOUT
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
@@ -56,40 +57,15 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def file_settings(env: Environment) -> dict[str, Any]:
-    return config.load_config_file(env.environ)
+def flags(args: argparse.Namespace) -> Flags:
+    """The connection, persona and consumer flags a command was given (absent ones are None)."""
+    persona = getattr(args, "persona", None)
+    personas = tuple(persona) if isinstance(persona, list) else ((persona,) if persona else ())
+    return Flags(api_base=getattr(args, "api_base", None), token_file=getattr(args, "token_file", None),
+                 auth_header=getattr(args, "auth_header", None), personas=personas,
+                 consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None))
 
 
-def connection(args: argparse.Namespace, env: Environment) -> config.Connection:
-    settings = file_settings(env)
-    api_base = config.resolve_api_base(args.api_base, env.environ, settings.get("api_base"))
-    token = config.resolve_token(args.token_file, env.environ, settings.get("token_file"))
-    header = config.validate_auth_header(args.auth_header or settings.get("auth_header"))
-    return config.Connection(api_base, token, header)
-
-
-def client(conn: config.Connection, args: argparse.Namespace) -> KijitoClient:
-    return KijitoClient(conn.api_base, conn.token, auth_header=conn.auth_header,
-                        timeout=getattr(args, "timeout", None) or DEFAULT_TIMEOUT)
-
-
-def personas(args: argparse.Namespace, env: Environment) -> list[str]:
-    given = args.persona if isinstance(args.persona, list) else ([args.persona] if args.persona else [])
-    if not given:
-        fallback = env.environ.get(config.PERSONA_ENV, "").strip() or file_settings(env).get("persona")
-        if not fallback:
-            raise config.ConfigError(f"no persona: pass --persona NAME or set {config.PERSONA_ENV}")
-        given = [fallback]
-    out: list[str] = []
-    for name in given:
-        config.validate_persona(name)
-        if name not in out:
-            out.append(name)
-    return out
-
-
-def consumer(args: argparse.Namespace, env: Environment) -> str:
-    # An explicit --consumer "" (say, from an unset shell variable) is an error, not the agent's own cursor.
-    name: str | None = args.consumer if args.consumer is not None else (
-        file_settings(env).get("consumer") or config.DEFAULT_CONSUMER)
-    return config.validate_consumer(str(name))
+def settings(args: argparse.Namespace, env: Environment) -> Settings:
+    """The command's settings, resolved once in kijito_pull.context (flags over environment over file)."""
+    return Settings(env.environ, flags(args))

@@ -7,14 +7,14 @@ import argparse
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.progress import WalkProgress
-from kijito_pull.core import paths
+from kijito_pull.context import Context
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import StateError, StateStore
+from kijito_pull.core.state import StateError
 from kijito_pull.sinks.stdout import NdjsonSink, TextSink
 
 
@@ -45,27 +45,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
-    personas = options.personas(args, env)
-    consumer = options.consumer(args, env)
-    conn = options.connection(args, env)
-    client = options.client(conn, args)
-    factory = EventFactory()
+    settings = options.settings(args, env)
+    personas, _, _ = settings.personas, settings.consumer, settings.connection()  # all checked before a request
     sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(env.stdout, None if args.quiet else env.stderr)
     worst = ExitCode.OK
-    try:
+    with Context(settings) as ctx:
         for persona in personas:
-            store = StateStore(*paths.cursor_paths(env.environ, conn.api_base, persona, consumer),
-                               identity={"api_base": conn.api_base, "persona": persona, "consumer": consumer})
             progress = WalkProgress.for_terminal(env.stderr, persona, quiet=args.quiet)
-            engine = Engine(client, store, factory, persona=persona, consumer=consumer,
-                            max_replay=args.max_replay, page_budget=args.page_budget,
-                            lock_timeout=args.lock_timeout, progress=progress)
+            engine = ctx.engine(persona, max_replay=args.max_replay, page_budget=args.page_budget,
+                                lock_timeout=args.lock_timeout, progress=progress)
             try:
-                worst = max(worst, _pull_one(engine, factory, sink, env, peek=args.peek))
+                worst = max(worst, _pull_one(engine, ctx.factory, sink, env, peek=args.peek))
             finally:
                 progress.done()
-    finally:
-        client.close()
     return worst
 
 

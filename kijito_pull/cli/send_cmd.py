@@ -7,6 +7,7 @@ import json
 
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
+from kijito_pull.context import Context
 from kijito_pull.core import config
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
@@ -36,15 +37,15 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     text = env.stdin.read(MAX_CONTENT_BYTES + 1) if args.text == "-" else args.text
     if len(text.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
         raise config.ConfigError("the message is larger than 1 MiB")
-    conn = options.connection(args, env)
-    client = options.client(conn, args)
+    ctx = Context(options.settings(args, env))
+    client = ctx.client
     try:
         result = client.send(args.to, text, sender=args.sender, urgent=args.urgent)
     except ApiError as exc:
         env.error(f"send failed: {exc} (it was not retried, so it was sent at most once)")
         return ExitCode.SOURCE_FAILED
     finally:
-        client.close()
+        ctx.close()
     if args.json:
         env.stdout.write(json.dumps({"id": result.id, "to": result.to}) + "\n")
     else:

@@ -7,6 +7,7 @@ import json
 
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
+from kijito_pull.context import Context
 from kijito_pull.core import render
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
@@ -24,9 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
-    persona = options.personas(args, env)[0]
-    conn = options.connection(args, env)
-    client = options.client(conn, args)
+    settings = options.settings(args, env)
+    persona = settings.personas[0]
+    ctx = Context(settings)
+    client = ctx.client
     try:
         # The newest row older than ID+1 is ID itself, if ID is in this inbox: one request, no walk.
         page = client.inbox(persona, before_id=args.id + 1, limit=1)
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         env.error(f"{persona}: {exc}")
         return ExitCode.SOURCE_FAILED
     finally:
-        client.close()
+        ctx.close()
     message = next((m for m in page.messages if m.id == args.id), None)
     if message is None:
         env.error(f"message {args.id} is not in {persona}'s inbox")

@@ -9,8 +9,8 @@ from typing import Any
 
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
-from kijito_pull.core import paths
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.paths import Paths
 from kijito_pull.core.state import StateError, StateStore
 
 
@@ -27,15 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _describe(state_file: Path) -> dict[str, Any]:
     """Read one state file's identity without trusting it, then load it through the real validator."""
     try:
-        # The store's reader: never follows a link, never blocks on a FIFO, never reads a giant file.
-        raw = StateStore(state_file, state_file.with_suffix(".lock"), {})._read_raw()
-        identity = json.loads(raw.decode("utf-8")).get("identity")
-        if not (isinstance(identity, dict) and all(isinstance(identity.get(k), str)
-                                                   for k in ("api_base", "persona", "consumer"))):
-            raise ValueError
-    except (OSError, ValueError, AttributeError, RecursionError, StateError):
-        return {"file": str(state_file), "status": "corrupt", "reason": "unreadable or without identity"}
-    store = StateStore(state_file, state_file.with_suffix(".lock"), identity)
+        store = StateStore.existing(state_file)
+    except StateError as exc:
+        return {"file": str(state_file), "status": "corrupt", "reason": str(exc)}
+    identity = store.identity
     loaded = store.load()
     row: dict[str, Any] = {"api_base": identity["api_base"], "persona": identity["persona"],
                            "consumer": identity["consumer"], "file": str(state_file)}
@@ -52,12 +47,12 @@ def _describe(state_file: Path) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
-    directory = paths.state_dir(env.environ) / "cursors"
+    directory = Paths(env.environ).cursors_dir
     rows = [_describe(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
     if args.persona:
         rows = [r for r in rows if r.get("persona") in args.persona]
     if args.consumer:
-        options.consumer(args, env)
+        options.settings(args, env).consumer  # noqa: B018 - validates --consumer
         rows = [r for r in rows if r.get("consumer") == args.consumer]
     if args.json:
         for row in rows:

@@ -6,19 +6,20 @@ import argparse
 import queue
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
-from kijito_pull.core import config, paths
+from kijito_pull.context import Context, Settings
+from kijito_pull.core import config
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import CursorState, StateError, StateStore
-from kijito_pull.harnesses.pi.acksink import AckSink, StdinCommands
+from kijito_pull.core.state import CursorState, StateError
 from kijito_pull.sinks.stdout import NdjsonSink
 from kijito_pull.watch.loop import Watcher, WatchOptions
 
@@ -138,6 +139,8 @@ def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) ->
     if args.exec_command:
         raise config.ConfigError("--exec needs --emit exec-per-event")
     if args.ack_stdin:
+        from kijito_pull.harnesses.pi.acksink import AckSink, StdinCommands
+
         commands = StdinCommands(env.stdin, loop, env.stderr)
         commands.start()
         return AckSink(env.stdout, commands, timeout=args.ack_timeout, errors=env.stderr)
@@ -159,21 +162,16 @@ def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) ->
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     personas = requested_personas(args)
     all_personas = args.all_personas or not personas
-    consumer = options.consumer(args, env)
-    conn = options.connection(args, env)
+    settings = Settings(env.environ, replace(options.flags(args), personas=()))  # watch's own persona rules
+    consumer, _ = settings.consumer, settings.connection()  # checked before anything starts
     loop: queue.Queue = queue.Queue()
     sink = build_sink(args, env, loop)
-    timeout = args.timeout or 5.0
-    client = KijitoClient(conn.api_base, conn.token, auth_header=conn.auth_header, timeout=timeout)
-    notify_client = KijitoClient(conn.api_base, conn.token, auth_header=conn.auth_header, timeout=timeout)
-    factory = EventFactory()
+    ctx = Context(settings)
+    client, notify_client, factory = ctx.client, ctx.new_client(), ctx.factory
 
     def make_engine(persona: str) -> Engine:
-        store = StateStore(*paths.cursor_paths(env.environ, conn.api_base, persona, consumer),
-                           identity={"api_base": conn.api_base, "persona": persona, "consumer": consumer})
-        return Engine(client, store, factory, persona=persona, consumer=consumer, max_replay=args.max_replay,
-                      page_budget=args.page_budget, lock_timeout=args.lock_timeout,
-                      suppress_authors=args.suppress_author)
+        return ctx.engine(persona, max_replay=args.max_replay, page_budget=args.page_budget,
+                          lock_timeout=args.lock_timeout, suppress_authors=args.suppress_author)
 
     if args.self_test:
         if all_personas and not personas:
@@ -207,8 +205,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         except ApiError as exc:
             env.error(f"cannot list the account's personas ({exc}); name them with --persona")
             return ExitCode.SOURCE_FAILED
-    client.close()
-    notify_client.close()
+    ctx.close()
     return ExitCode.OK
 
 

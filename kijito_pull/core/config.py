@@ -150,7 +150,7 @@ def validate_auth_header(name: str | None) -> str | None:
 
 def load_config_file(environ: Mapping[str, str]) -> dict[str, Any]:
     """The optional TOML config file; flags and environment win over it."""
-    path = paths.config_file(environ)
+    path = paths.Paths(environ).config_file
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

@@ -102,6 +102,22 @@ class StateStore:
         self.lock_path = lock_path
         self.identity = dict(identity)
 
+    @classmethod
+    def existing(cls, state_file: Path) -> StateStore:
+        """The store of a state file found on disk (`status`, `doctor`), with the identity the file claims,
+        read through the same careful reader as `load` (never follows a link, never blocks on a FIFO,
+        never reads a giant file). StateError when it is unreadable or names no identity."""
+        store = cls(state_file, state_file.with_suffix(".lock"), {})
+        try:
+            identity = json.loads(store._read_raw().decode("utf-8")).get("identity")
+        except (OSError, ValueError, AttributeError, RecursionError, StateError):
+            identity = None
+        if not (isinstance(identity, dict) and all(isinstance(identity.get(k), str)
+                                                   for k in ("api_base", "persona", "consumer"))):
+            raise StateError("unreadable or without identity")
+        store.identity = dict(identity)
+        return store
+
     # -- locking -----------------------------------------------------------------------------------
 
     @contextlib.contextmanager

@@ -1,0 +1,148 @@
+"""The composition root: settings resolved once, then the client, stores and engines built from them.
+
+Every entry point that reads an inbox (pull, watch, show, send, the harness hooks, demo, doctor) gets
+what it needs here and nowhere else:
+
+- `Settings(environ, Flags(...))` resolves each setting once, on first use, flags over the
+  environment over the config file (docs/configuration.md). A setting that is wrong raises
+  `ConfigError` (exit 2) when it is first asked for, before any request is sent.
+- `Context(settings)` builds the API client, each persona's cursor store and engine from them, so no
+  command wires a `KijitoClient`, `StateStore` or `Engine` by hand.
+
+Imports only the core (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kijito_pull.core import config
+from kijito_pull.core.api import DEFAULT_TIMEOUT, KijitoClient
+from kijito_pull.core.engine import Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.paths import Paths
+from kijito_pull.core.state import StateStore
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What the command line said; None (or empty) means "not given", so the next source decides."""
+
+    api_base: str | None = None
+    token_file: str | None = None
+    auth_header: str | None = None
+    personas: tuple[str, ...] = ()
+    consumer: str | None = None
+    timeout: float | None = None
+
+
+class Settings:
+    """Flags over the environment over the config file, each resolved once, when first asked for."""
+
+    def __init__(self, environ: Mapping[str, str], flags: Flags = Flags()):
+        self.environ = environ
+        self.flags = flags
+        self.paths = Paths(environ)
+
+    @functools.cached_property
+    def file(self) -> dict[str, Any]:
+        """The config file's settings ({} when there is none); ConfigError when it cannot be read."""
+        return config.load_config_file(self.environ)
+
+    @functools.cached_property
+    def api_base(self) -> str:
+        return config.resolve_api_base(self.flags.api_base, self.environ, self.file.get("api_base"))
+
+    @functools.cached_property
+    def token(self) -> str:
+        return config.resolve_token(self.flags.token_file, self.environ, self.file.get("token_file"))
+
+    @functools.cached_property
+    def auth_header(self) -> str | None:
+        return config.validate_auth_header(self.flags.auth_header or self.file.get("auth_header"))
+
+    @functools.cached_property
+    def consumer(self) -> str:
+        # An explicit --consumer "" (say, from an unset shell variable) is an error, not the agent's cursor.
+        name = self.flags.consumer if self.flags.consumer is not None else (
+            self.file.get("consumer") or config.DEFAULT_CONSUMER)
+        return config.validate_consumer(str(name))
+
+    @functools.cached_property
+    def personas(self) -> list[str]:
+        """--persona (repeatable), else $KIJITO_PERSONA, else the config file's persona; validated, deduped."""
+        given: Iterable[str] = self.flags.personas
+        if not given:
+            fallback = self.environ.get(config.PERSONA_ENV, "").strip() or self.file.get("persona")
+            if not fallback:
+                raise config.ConfigError(f"no persona: pass --persona NAME or set {config.PERSONA_ENV}")
+            given = [fallback]
+        out: list[str] = []
+        for name in given:
+            config.validate_persona(name)
+            if name not in out:
+                out.append(name)
+        return out
+
+    @property
+    def timeout(self) -> float:
+        return self.flags.timeout or DEFAULT_TIMEOUT
+
+    def connection(self) -> config.Connection:
+        return config.Connection(self.api_base, self.token, self.auth_header)
+
+
+ClientFactory = Callable[..., Any]
+
+
+class Context:
+    """One command's wiring, built once: the API client, the event factory, a store and engine per persona.
+
+    `attempts` and `deadline` bound the client's retries (the hooks keep theirs short); `client_factory`
+    replaces `KijitoClient` (tests, the doctor's fakes). Use as a context manager, or call `close()`.
+    """
+
+    def __init__(self, settings: Settings, *, attempts: int | None = None, deadline: float | None = None,
+                 client_factory: ClientFactory | None = None):
+        self.settings = settings
+        self.factory = EventFactory()
+        self._limits = {k: v for k, v in (("attempts", attempts), ("deadline", deadline)) if v is not None}
+        self._client_factory = client_factory or KijitoClient
+        self._clients: list[Any] = []
+
+    def new_client(self) -> Any:
+        """A client of its own (the watch loop's long-poll holds one while the other reads inboxes)."""
+        s = self.settings
+        client = self._client_factory(s.api_base, s.token, auth_header=s.auth_header, timeout=s.timeout,
+                                      **self._limits)
+        self._clients.append(client)
+        return client
+
+    @functools.cached_property
+    def client(self) -> Any:
+        return self.new_client()
+
+    def store(self, persona: str) -> StateStore:
+        s = self.settings
+        return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer),
+                          identity={"api_base": s.api_base, "persona": persona, "consumer": s.consumer})
+
+    def engine(self, persona: str, **options: Any) -> Engine:
+        """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...)."""
+        config.validate_persona(persona)
+        return Engine(self.client, self.store(persona), self.factory, persona=persona,
+                      consumer=self.settings.consumer, **options)
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
