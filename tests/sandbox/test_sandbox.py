@@ -29,7 +29,7 @@ from kijito_pull.sandbox import Sandbox
 TOKEN = "test-token"
 UA = "kijito-pull-tests/1"
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "User-Agent": UA}
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def get(sb, path, params=None, headers=None, timeout=5, **kw):

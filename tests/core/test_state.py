@@ -23,7 +23,7 @@ from kijito_pull.core import state as state_mod
 from kijito_pull.core.state import CursorState, Loaded, LockTimeout, StateError, StateStore, ensure_private_dir
 
 IDENTITY = {"api_base": "https://api.kijito.ai", "persona": "river", "consumer": "agent"}
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

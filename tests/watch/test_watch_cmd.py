@@ -318,7 +318,7 @@ def test_supervision_templates_run_their_self_test(sb, cli, tmp_path, system):
     token_file.write_text(TOKEN)
     token_file.chmod(0o600)
     env = {k: v for k, v in cli.environ.items() if k != "KIJITOMON_TOKEN"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     result = subprocess.run([*concrete, "--api-base", sb.url, "--self-test"], env=env, capture_output=True,
                             text=True, timeout=30)
     assert result.returncode == 0, (concrete, result.stderr)
