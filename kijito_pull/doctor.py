@@ -22,6 +22,8 @@ from typing import Any
 
 from kijito_pull import __version__
 from kijito_pull.core import config, paths
+from kijito_pull.harnesses import registry
+from kijito_pull.harnesses.base import resolve
 from kijito_pull.harnesses.session import lifecycle, optin
 
 OK = "ok"
@@ -29,12 +31,30 @@ WARN = "warn"
 FAIL = "fail"
 VERDICTS = (OK, WARN, FAIL)
 
-#: The harnesses kijito-pull wires into, and the executable each is started as.
-HARNESSES = (("claude", "claude"), ("pi", "pi"), ("codex", "codex"))
-#: Every check id, in the order they run (docs/troubleshooting.md has a section for each).
-CHECK_IDS = ("config", "command", "token", "api_base", "optin", "reachability", "persona", "state_dir",
-             "cursors", "leases", "stop_marker", "harness.claude", "harness.pi", "harness.codex",
-             "harness.daemon", "waker")
+#: The checks that are not a harness's, in the order they run (docs/troubleshooting.md has a section for each).
+CORE_CHECK_IDS = ("config", "command", "token", "api_base", "optin", "reachability", "persona", "state_dir",
+                  "cursors", "leases", "stop_marker")
+
+
+def harnesses() -> tuple[tuple[str, str], ...]:
+    """(name, executable) of every registered harness that is started as a command (kijito_pull.harnesses.registry)."""
+    return tuple((h.name, h.executable) for h in registry.all_harnesses() if h.executable)
+
+
+def check_ids() -> tuple[str, ...]:
+    """Every check id, in the order they run: ours, each harness's wiring, then each harness's own checks."""
+    every = registry.all_harnesses()
+    return (CORE_CHECK_IDS + tuple(f"harness.{h.name}" for h in every)
+            + tuple(check for h in every for check, _ref in h.checks))
+
+
+def __getattr__(name: str) -> Any:
+    """HARNESSES and CHECK_IDS, read from the registry each time (a harness registered later is seen)."""
+    if name == "HARNESSES":
+        return harnesses()
+    if name == "CHECK_IDS":
+        return check_ids()
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -543,31 +563,46 @@ def check_stop_marker(ctx: Context) -> Finding:
 
 
 def check_harnesses(ctx: Context) -> list[Finding]:
-    """Which harnesses are on PATH, which are wired to kijito-pull (and at which scope), and whether the
-    command each wiring runs exists."""
+    """For every registered harness: is it on PATH, is it wired to kijito-pull (and at which scope), and
+    does the command each wiring runs exist. A harness's `wiring_check` gives its finding (else the
+    one below, for a harness started as a command)."""
     if ctx.wiring is not None:
         wiring = ctx.wiring
     else:
-        from kijito_pull.harnesses.registry import wiring
+        wiring = registry.wiring
+    every = registry.all_harnesses()
     rows: dict[str, list[Any]] = {}
     errors: dict[str, str] = {}
-    for harness in ("claude", "pi", "codex", "daemon"):
+    for harness in every:
         try:
-            rows[harness] = list(wiring(harness, ctx.environ, ctx.cwd))
+            rows[harness.name] = list(wiring(harness.name, ctx.environ, ctx.cwd))
         except Exception as exc:  # noqa: BLE001 - one harness's broken settings must not hide the others
-            rows[harness], errors[harness] = [], f"{type(exc).__name__}: {exc}"
-    present = {name: _which(exe, ctx.environ) for name, exe in HARNESSES}
-    wired_any = any(getattr(w, "installed", False) for name, _ in HARNESSES for w in rows[name])
-    opted_in = bool(ctx.optin and ctx.optin.opted_in)
+            rows[harness.name], errors[harness.name] = [], f"{type(exc).__name__}: {exc}"
+    wired_any = any(getattr(w, "installed", False) for h in every if h.executable for w in rows[h.name])
+    nothing_wired = bool(ctx.optin and ctx.optin.opted_in) and not wired_any
     out = []
-    for name, exe in HARNESSES:
-        out.append(_harness_finding(name, exe, present[name], rows[name], errors.get(name), ctx,
-                                    nothing_wired=opted_in and not wired_any))
-    out.append(_daemon_finding(rows["daemon"], errors.get("daemon"), ctx))
+    for harness in every:
+        finding = resolve(harness.wiring_check) if harness.wiring_check else harness_finding
+        out.append(finding(ctx, harness, rows[harness.name], errors.get(harness.name), nothing_wired))
     return out
 
 
-def _where(w: Any, ctx: Context) -> str:
+def harness_finding(ctx: Context, harness: Any, rows: list[Any], error: str | None, nothing_wired: bool) -> Finding:
+    """The `harness.<name>` finding of a harness started as a command (`harness.executable`)."""
+    exe = harness.executable or harness.name
+    return _harness_finding(harness.name, exe, _which(exe, ctx.environ), rows, error, ctx, nothing_wired)
+
+
+def harness_checks(ctx: Context) -> list[Finding]:
+    """Each harness's own checks (e.g. Claude Code's waker), after every wiring finding."""
+    out = []
+    for harness in registry.all_harnesses():
+        for check, ref in harness.checks:
+            out.append(_guarded(check, resolve(ref), ctx))
+    return out
+
+
+def shown_where(w: Any, ctx: Context) -> str:
     scope = getattr(w, "scope", None) or "?"
     path = getattr(w, "path", None)
     return f"{scope} ({_shown(path, ctx.environ)})" if path else str(scope)
@@ -585,12 +620,12 @@ def _harness_finding(name: str, exe: str, found: str | None, rows: list[Any], er
     on_path = f"{exe} at {_shown(found, ctx.environ)}" if found else f"{exe} not on PATH"
     if broken:
         w = broken[0]
-        return Finding(check, FAIL, f"{on_path}; wired at {_where(w, ctx)}, but its hooks run "
+        return Finding(check, FAIL, f"{on_path}; wired at {shown_where(w, ctx)}, but its hooks run "
                                     f"`{getattr(w, 'command', None) or '?'}`, which does not exist"
                                     + (f" ({w.detail})" if getattr(w, "detail", None) else ""),
                        f"reinstall kijito-pull so that command exists, then `{install}` again")
     if wired:
-        where = ", ".join(_where(w, ctx) for w in wired)
+        where = ", ".join(shown_where(w, ctx) for w in wired)
         notes = "; ".join(str(w.detail) for w in wired if getattr(w, "detail", None))
         return Finding(check, OK, f"{on_path}; wired: {where}" + (f"; {notes}" if notes else ""))
     notes = "; ".join(f"{_shown(w.path, ctx.environ)}: {w.detail}" if getattr(w, "path", None) else str(w.detail)
@@ -603,56 +638,6 @@ def _harness_finding(name: str, exe: str, found: str | None, rows: list[Any], er
                                     f"started here by {name} is never handed its mail{seen}", install)
     return Finding(check, WARN, f"{on_path}, but not wired to kijito-pull (fine if you do not use it for "
                                 f"Kijito mail){seen}", install)
-
-
-def _daemon_finding(rows: list[Any], error: str | None, ctx: Context) -> Finding:
-    if error:
-        return Finding("harness.daemon", WARN, f"cannot tell whether the daemon is installed: {error}",
-                       "check the unit by hand: systemctl --user status 'kijito-pull@*' (Linux), "
-                       "launchctl list | grep kijito (macOS)")
-    wired = [w for w in rows if getattr(w, "installed", False)]
-    broken = [w for w in wired if getattr(w, "command_exists", True) is False]
-    if broken:
-        w = broken[0]
-        return Finding("harness.daemon", FAIL, f"installed at {_where(w, ctx)}, but it runs "
-                                               f"`{getattr(w, 'command', None) or '?'}`, which does not exist",
-                       "kijito-pull install daemon --persona NAME   (renders it again for this installation)")
-    if wired:
-        notes = "; ".join(str(w.detail) for w in wired if getattr(w, "detail", None))
-        return Finding("harness.daemon", OK, "installed: " + ", ".join(_where(w, ctx) for w in wired)
-                       + (f"; {notes}" if notes else ""))
-    return Finding("harness.daemon", OK, "no daemon installed (optional: `kijito-pull install daemon`)")
-
-
-def check_waker(ctx: Context) -> Finding:
-    """The current Claude Code session's waker, when the doctor runs inside one (`!kijito-pull doctor`)."""
-    raw = ctx.environ.get("CLAUDE_CODE_SESSION_ID") or None
-    if raw is None:
-        return Finding("waker", OK, "not inside a Claude Code session ($CLAUDE_CODE_SESSION_ID is not set); "
-                                    "nothing to check")
-    sid, problem = lifecycle.check_session_id(raw)
-    if sid is None:
-        return Finding("waker", WARN, f"$CLAUDE_CODE_SESSION_ID is unusable: {problem}",
-                       "no waker can be armed for this session; start a new session")
-    interactive = (ctx.environ.get("KIJITO_PULL_MODE", "").strip().lower() == "interactive"
-                   or (ctx.environ.get("KIJITO_PULL_MODE", "").strip().lower() != "headless"
-                       and ctx.environ.get("CLAUDE_CODE_ENTRYPOINT", "").strip() == "cli"))
-    lease = lifecycle.read_lease(ctx.environ, sid)
-    if lease is not None and lifecycle.alive(lease.get("pid"), lease.get("pid_start")):
-        return Finding("waker", OK, f"session {sid}: waker pid {lease.get('pid')} armed since {lease.get('armed_at')} "
-                                    f"for {lease.get('persona')}")
-    if not interactive:
-        return Finding("waker", OK, f"session {sid} is headless: no waker by design (the Stop hook hands mail over)")
-    if ctx.optin is None or not ctx.optin.opted_in:
-        return Finding("waker", OK, f"session {sid}: no waker (this project has not opted in)")
-    if lease is not None:
-        return Finding("waker", WARN, f"session {sid}: its waker (pid {lease.get('pid')}) is gone; the next turn "
-                                      "end arms a new one",
-                       "end a turn (or start a new session); `kijito-pull session status` shows it")
-    return Finding("waker", WARN, f"session {sid} is interactive but has no waker: idle mail will wait for the next "
-                                  "turn end",
-                   "`kijito-pull session status` (a stop marker?); is the plugin installed (harness.claude)? "
-                   "the session-start context says which way new mail arrives")
 
 
 # -- running them ------------------------------------------------------------------------------------------
@@ -677,7 +662,7 @@ def run_checks(ctx: Context) -> list[Finding]:
     add(_guarded("leases", check_leases, ctx))
     add(_guarded("stop_marker", check_stop_marker, ctx))
     add(check_harnesses(ctx))
-    add(_guarded("waker", check_waker, ctx))
+    add(harness_checks(ctx))
     return findings
 
 

@@ -20,7 +20,8 @@ import pytest
 
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
-from kijito_pull.harnesses import hookgate as fastpath
+from kijito_pull.harnesses import hookgate
+from kijito_pull.harnesses.claude import gate as claude_gate
 from kijito_pull.harnesses.claude import hooks as claude
 from kijito_pull.harnesses.claude import host as claude_host
 from kijito_pull.harnesses.session import lifecycle
@@ -119,33 +120,11 @@ def _json(out: str) -> dict:
 def test_not_opted_in_every_hook_exits_0_silently_without_network(sb, plain, tmp_path):
     h = Hooks(sb, plain, tmp_path / "state", CLAUDE_CODE_ENTRYPOINT="cli")
     sb.send(PERSONA, "loom", "mail nobody should see")
-    for name in fastpath.HOOKS:
-        code, out, err = h(name, prompt=f"hi {fastpath.DOORBELL}")
+    for name in claude_gate.HOOKS:
+        code, out, err = h(name, prompt=f"hi {claude_gate.DOORBELL}")
         assert (code, out, err) == (0, "", ""), name
     assert sb.requests == []
     assert not (tmp_path / "state").exists()
-
-
-def test_not_opted_in_imports_nothing_heavy(plain):
-    probe = (
-        "import sys\n"
-        "sys.argv = ['kijito-pull', 'hook', 'claude-stop']\n"
-        "try:\n"
-        "    import kijito_pull.cli.main\n"
-        "except SystemExit as exc:\n"
-        "    code = exc.code\n"
-        "else:\n"
-        "    code = 'no exit'\n"
-        "heavy = sorted(m for m in ('requests', 'urllib3', 'tenacity', 'platformdirs', 'kijito_pull.core.api',\n"
-        "               'kijito_pull.core.engine', 'argparse', 'http.client', 'socket', 'ssl', 'dataclasses',\n"
-        "               'kijito_pull.harnesses.session.optin',\n"
-        "               'kijito_pull.harnesses.session.lifecycle', 'typing') if m in sys.modules)\n"
-        "print(code, heavy)\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", probe], input=json.dumps({"cwd": str(plain)}), capture_output=True,
-                          text=True, cwd=plain, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=30)
-    assert proc.stdout.strip() == "0 []", (proc.stdout, proc.stderr)
-    assert proc.stderr == ""
 
 
 def test_not_opted_in_console_hook_is_fast_enough(plain):
@@ -196,7 +175,7 @@ BAD_INPUTS = {
 }
 
 
-@pytest.mark.parametrize("name", fastpath.HOOKS)
+@pytest.mark.parametrize("name", claude_gate.HOOKS)
 @pytest.mark.parametrize("kind", sorted(BAD_INPUTS))
 def test_bad_stdin_is_one_clear_stderr_line_and_exit_0(hooks, name, kind):
     hooks.sb.send(PERSONA, "loom", "still waiting")
@@ -208,7 +187,7 @@ def test_bad_stdin_is_one_clear_stderr_line_and_exit_0(hooks, name, kind):
 
 
 def test_huge_stdin_is_refused_without_reading_it_all(hooks):
-    huge = '{"session_id": "s", "pad": "' + "x" * (2 * fastpath.MAX_INPUT_BYTES) + '"}'
+    huge = '{"session_id": "s", "pad": "' + "x" * (2 * hookgate.MAX_INPUT_BYTES) + '"}'
     code, out, err = hooks("claude-stop", stdin=huge)
     assert (code, out) == (0, "")
     assert "larger than 1024 KiB" in err
@@ -299,11 +278,11 @@ def test_waker_without_session_id_says_session_id_unavailable(hooks):
     ({"CLAUDE_CODE_ENTRYPOINT": "cli", "KIJITO_PULL_MODE": "Headless"}, "headless"),
 ])
 def test_mode(environ, mode):
-    assert fastpath.detect_mode(environ)[0] == mode
+    assert claude_gate.detect_mode(environ)[0] == mode
 
 
 def test_a_bad_mode_override_is_reported_and_ignored():
-    mode, note = fastpath.detect_mode({"CLAUDE_CODE_ENTRYPOINT": "cli", "KIJITO_PULL_MODE": "loud"})
+    mode, note = claude_gate.detect_mode({"CLAUDE_CODE_ENTRYPOINT": "cli", "KIJITO_PULL_MODE": "loud"})
     assert mode == "interactive" and "ignoring KIJITO_PULL_MODE" in note
 
 
@@ -467,10 +446,10 @@ def test_prompt_hook_ignores_ordinary_prompts_without_network(hooks):
 
 def test_prompt_hook_hands_the_announced_mail_to_the_doorbell_turn(hooks):
     hooks.sb.send(PERSONA, "loom", "MAIL-BY-DOORBELL")
-    code, out, err = hooks("claude-prompt", prompt=f"kijito-pull waker: New mail {fastpath.DOORBELL} ...")
+    code, out, err = hooks("claude-prompt", prompt=f"kijito-pull waker: New mail {claude_gate.DOORBELL} ...")
     context = _json(out)["hookSpecificOutput"]
     assert context["hookEventName"] == "UserPromptSubmit" and "MAIL-BY-DOORBELL" in context["additionalContext"]
-    _, out, _ = hooks("claude-prompt", prompt=fastpath.DOORBELL)
+    _, out, _ = hooks("claude-prompt", prompt=claude_gate.DOORBELL)
     assert "already handed over" in _json(out)["hookSpecificOutput"]["additionalContext"]
 
 
@@ -503,7 +482,7 @@ def test_waker_rings_a_doorbell_and_acknowledges_nothing(hooks):
     hooks.sb.send(PERSONA, "loom", "MAIL-WAKE")
     out, err = proc.communicate(timeout=15)
     assert proc.returncode == 2, err
-    assert fastpath.DOORBELL in err and "id 1" in err and "MAIL-WAKE" not in err and out == ""
+    assert claude_gate.DOORBELL in err and "id 1" in err and "MAIL-WAKE" not in err and out == ""
     assert lifecycle.read_lease(environ, "sess-1") is None
     # Nothing was acknowledged: the doorbell turn's prompt hook hands the mail over.
     _, out, _ = hooks("claude-prompt", prompt=err)
@@ -670,7 +649,7 @@ def test_session_arm_in_the_foreground_prints_result_then_doorbell(hooks):
     assert "armed" in out and "not_armed" not in out
     hooks.sb.send(PERSONA, "loom", "hello")
     rest, err = proc.communicate(timeout=15)
-    assert proc.returncode == 0 and fastpath.DOORBELL in rest, (rest, err)
+    assert proc.returncode == 0 and claude_gate.DOORBELL in rest, (rest, err)
 
 
 # -- the plugin files ---------------------------------------------------------------------------------------
@@ -688,7 +667,7 @@ def test_plugin_files_call_only_known_hooks():
         for group in groups:
             for hook in group["hooks"]:
                 words = hook["command"].split()
-                assert words[:2] == ["kijito-pull", "hook"] and words[2] in fastpath.HOOKS and len(words) == 3
+                assert words[:2] == ["kijito-pull", "hook"] and words[2] in claude_gate.HOOKS and len(words) == 3
                 assert hook["timeout"] * 1000 < 2**31 - 1  # Node's timer limit
                 if words[2] == "claude-waker":
                     wakers += 1
@@ -705,8 +684,8 @@ def test_plugin_files_call_only_known_hooks():
 def test_precheck_reads_the_same_files_as_optin():
     from kijito_pull.harnesses.session import optin
 
-    assert fastpath.OPT_IN_FILES == optin.FILES
-    assert fastpath._READ_LIMIT >= optin.MAX_FILE_BYTES
+    assert hookgate.OPT_IN_FILES == optin.FILES
+    assert hookgate._READ_LIMIT >= optin.MAX_FILE_BYTES
 
 
 OPT_IN_SPELLINGS = [
@@ -729,7 +708,7 @@ def test_precheck_never_says_no_where_optin_says_yes(tmp_path, text, where):
     target = {"here": start / "AGENTS.md", "parent": repo / "AGENTS.md", "claude-md": repo / "sub" / "CLAUDE.md"}
     target[where].write_text(text, encoding="utf-8")
     assert optin.resolve(start, {}).opted_in
-    assert fastpath.may_be_opted_in(str(start))
+    assert hookgate.may_be_opted_in(str(start))
 
 
 @pytest.mark.parametrize("text", ["", "# nothing here", "inbox persona: river", "the inbox is monitored",
@@ -739,7 +718,7 @@ def test_precheck_says_no_for_projects_that_never_mention_it(tmp_path, text):
 
     (tmp_path / ".git").mkdir()
     (tmp_path / "AGENTS.md").write_text(text)
-    if fastpath.may_be_opted_in(str(tmp_path)):
+    if hookgate.may_be_opted_in(str(tmp_path)):
         return  # "maybe" is always allowed; optin decides
     assert not optin.resolve(tmp_path, {}).opted_in
 
@@ -767,6 +746,6 @@ def test_precheck_property(tmp_path_factory):
         (folder / ".git").mkdir()
         (folder / name).write_text(f"# Project\n\n{text}\n", encoding="utf-8")
         if optin.resolve(folder, {}).opted_in:
-            assert fastpath.may_be_opted_in(str(folder)), text
+            assert hookgate.may_be_opted_in(str(folder)), text
 
     check()

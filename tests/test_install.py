@@ -28,7 +28,8 @@ from kijito_pull.harnesses import jsontext, plugin_files
 from kijito_pull.harnesses.claude import installer as claude_inst
 from kijito_pull.harnesses.codex import installer as codex_inst
 from kijito_pull.harnesses.daemon import supervision
-from kijito_pull.harnesses.registry import Wiring, wiring
+from kijito_pull.harnesses.installkit import Wiring
+from kijito_pull.harnesses.registry import wiring
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -36,7 +36,6 @@ examples:
 SYMBOLS = {doctor.OK: "✓", doctor.WARN: "!", doctor.FAIL: "✗"}
 WORDS = {doctor.OK: "OK  ", doctor.WARN: "WARN", doctor.FAIL: "FAIL"}
 COLOURS = {doctor.OK: "32", doctor.WARN: "33", doctor.FAIL: "31"}
-WIDTH = max(len(c) for c in doctor.CHECK_IDS)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,14 +87,15 @@ def _wrap(text: str, indent: str) -> list[str]:
 def screen(findings: list[doctor.Finding], env: Environment, quiet: bool = False) -> str:
     symbols, colour = _fancy(env)
     lines = []
-    indent = " " * (2 + (1 if symbols else 4) + 1 + WIDTH + 2)
+    width = max(len(c) for c in doctor.check_ids())
+    indent = " " * (2 + (1 if symbols else 4) + 1 + width + 2)
     for f in findings:
         if quiet and f.verdict == doctor.OK:
             continue
         mark = SYMBOLS[f.verdict] if symbols else WORDS[f.verdict]
         if colour:
             mark = f"\033[{COLOURS[f.verdict]}m{mark}\033[0m"
-        head = f"  {mark} {f.check.ljust(WIDTH)}  "
+        head = f"  {mark} {f.check.ljust(width)}  "
         body = _wrap(f.detail, indent) or [""]
         lines.append(head + body[0])
         lines.extend(indent + more for more in body[1:])

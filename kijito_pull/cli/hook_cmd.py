@@ -1,33 +1,18 @@
-"""`kijito-pull hook claude-*`: the entry points of the Claude Code plugin (hooks/hooks.json).
+"""`kijito-pull hook NAME`: the entry points the harnesses' hooks call (the Claude plugin's
+hooks/hooks.json, Codex's hooks.json), listed by the harness registry.
 
-Each reads Claude Code's hook JSON on stdin and answers on stdout. Not meant to be typed by hand;
-see docs/claude.md. A project that has not opted in is answered by `kijito_pull.harnesses.hookgate`
-before this module is even imported.
+Each reads the harness's hook JSON on stdin and answers on stdout. Not meant to be typed by hand;
+see docs/claude.md and docs/codex.md. The console entry runs a hook before this module is even
+imported (kijito_pull.cli.early); both go through the one route, `kijito_pull.harnesses.hookgate.run_hook`.
 """
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from kijito_pull.cli.environment import Environment
-from kijito_pull.harnesses import hookgate as fastpath
-
-DESCRIPTION = """\
-Claude Code and Codex hook entry points (the Claude plugin's hooks/hooks.json and Codex's hooks.json
-call them; they read the hook's JSON on stdin). Every one exits 0 at once in a project that has not
-opted in: with no output (Claude Code), or `{}` (Codex).
-
-  claude-session-start   SessionStart: waiting mail as additionalContext
-  claude-stop            Stop: unseen mail blocks the stop (at most $KIJITO_PULL_MAX_STOP_BLOCKS
-                         times in a row, default 3); never twice for the same mail
-  claude-prompt          UserPromptSubmit: hands the mail to a turn a waker's doorbell started
-  claude-waker           SessionStart/Stop (asyncRewake): the session's one waker; exits 2 with a
-                         doorbell when new mail arrives (interactive sessions only)
-  claude-session-end     SessionEnd: ends the session's waker
-
-  codex-session-start    Codex SessionStart: waiting mail as additionalContext (`{}` when none)
-  codex-stop             Codex Stop: unseen mail blocks the stop, as claude-stop (`{}` when none)
-"""
+from kijito_pull.harnesses import hookgate, registry
 
 EPILOG = """\
 environment: KIJITO_PULL_MODE=interactive|headless overrides CLAUDE_CODE_ENTRYPOINT (cli = interactive);
@@ -36,31 +21,38 @@ rewake|monitor|off overrides the detection of asyncRewake in the running Claude 
 """
 
 
+def _nothing(harness) -> str:
+    return "with no output" if not harness.nothing else f"`{harness.nothing.strip()}`"
+
+
+def description() -> str:
+    """The hooks of every registered harness, one line (or a few) each."""
+    hooked = [h for h in registry.all_harnesses() if h.hooks]
+    titles = [h.title for h in hooked]
+    names = " and ".join([", ".join(titles[:-1]), titles[-1]] if len(titles) > 1 else titles)
+    shapes = ", or ".join(f"{_nothing(h)} ({h.title})" for h in hooked)
+    head = (f"{names} hook entry points (the harnesses' hook settings call them; they read the hook's JSON "
+            f"on stdin). Every one exits 0 at once in a project that has not opted in: {shapes}.")
+    lines = [textwrap.fill(head, width=100), ""]
+    for harness in hooked:
+        for hook in harness.hooks:
+            first, *more = hook.help.split("\n")
+            lines.append(f"  {hook.name:<22} {first}")
+            lines.extend(f"  {'':<22} {line}" for line in more)
+        lines.append("")
+    return "\n".join(lines)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("hook", help="Claude Code and Codex hook entry points (used by their hooks)",
-                            description=DESCRIPTION, epilog=EPILOG,
+    titles = " and ".join(h.title for h in registry.all_harnesses() if h.hooks)
+    names = registry.hook_names()
+    parser = sub.add_parser("hook", help=f"{titles} hook entry points (used by their hooks)",
+                            description=description(), epilog=EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=fastpath.ALL_HOOKS, metavar="HOOK",
-                        help="one of: " + ", ".join(fastpath.ALL_HOOKS))
+    parser.add_argument("name", choices=names, metavar="HOOK", help="one of: " + ", ".join(names))
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
-    """In-process entry (tests, `python -c`); the console entry runs hooks from `fastpath.early_gate`."""
-    codex = args.name in fastpath.CODEX_HOOKS
-    try:
-        code, inp = fastpath.gate(args.name, env.stdin, env.environ, env.cwd, env.stderr)
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
-        fastpath.say(env.stderr, f"{args.name}: internal error ({type(exc).__name__}: {exc}); nothing was done")
-        code, inp = 0, None
-    if code is not None or inp is None:
-        if codex:
-            fastpath.answer_nothing(env.stdout)
-        return code or 0
-    if codex:
-        from kijito_pull.harnesses.codex import hooks as adapter
-
-        return adapter.run(inp, env)
-    from kijito_pull.harnesses.claude import hooks as claude
-
-    return claude.run(inp, env)
+    """In-process entry (tests, `python -c`); the console entry runs hooks from `hookgate.early_gate`."""
+    return hookgate.run_hook(args.name, env.stdin, env.stdout, env.stderr, env.environ, env.cwd)

@@ -1,8 +1,10 @@
-"""`kijito-pull install | uninstall claude | pi | codex | daemon`: wire kijito-pull into a harness, or undo it.
+"""`kijito-pull install | uninstall NAME`: wire kijito-pull into a harness, or undo it.
 
-The work is in kijito_pull.harnesses.registry (one module per target); this module parses, prints what was
-done (or, with --dry-run, exactly what would be: the harness commands and a unified diff per file)
-and maps failures to exit codes.
+The targets, their help lines and their own arguments come from the harness registry
+(kijito_pull.harnesses.registry; each harness's `add_arguments`); the work is the harness's installer
+(`Harness.install` / `uninstall`, one InstallRequest in, one typed Outcome out). This module parses,
+prints what was done (or, with --dry-run, exactly what would be: the harness commands and a unified
+diff per file) and maps an InstallError to its exit code.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ from pathlib import Path
 
 from kijito_pull.cli.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses import registry
+from kijito_pull.harnesses.base import REPOSITORY, Harness, InstallRequest
 
-TARGETS = ("claude", "pi", "codex", "daemon")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kijito_pull.harnesses.installkit import Outcome
 
 DESCRIPTION = {
     "install": """\
@@ -47,48 +53,36 @@ exit codes: 0 done (or nothing to do); 1 a harness command failed; 2 usage, an u
 file, or the harness (claude, pi, systemctl) is not installed (the manual steps are printed).
 """
 
-HELP = {
-    "claude": "Claude Code: the plugin, via `claude plugin marketplace add` + `claude plugin install`",
-    "pi": "pi: the extension as a pi package, via `pi install`",
-    "codex": "Codex: SessionStart and Stop hooks in hooks.json",
-    "daemon": "`kijito-pull watch` for one persona as a systemd user unit or launchd agent",
-}
+def _targets() -> str:
+    names = registry.names()
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     for action in ("install", "uninstall"):
         if action in sub.choices:
             continue  # COMMANDS maps both names to this module
-        parser = sub.add_parser(action, help=("wire kijito-pull into claude, pi, codex or a daemon" if action ==
-                                              "install" else "undo `kijito-pull install`"),
+        parser = sub.add_parser(action, help=(f"wire kijito-pull into {_targets()}" if action == "install"
+                                              else "undo `kijito-pull install`"),
                                 description=DESCRIPTION[action], epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
         targets = parser.add_subparsers(dest="target", metavar="TARGET")
-        for target in TARGETS:
-            t = targets.add_parser(target, help=HELP[target], description=HELP[target], epilog=EPILOG,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-            if target == "daemon":
-                t.add_argument("--persona", metavar="NAME",
-                               help="the persona to watch (default: $KIJITO_PERSONA, else this project's)")
-                t.add_argument("--system", choices=("systemd", "launchd"),
-                               help="the supervisor (default: launchd on macOS, else systemd)")
-            else:
+        for harness in registry.all_harnesses():
+            t = targets.add_parser(harness.name, help=harness.install_help, description=harness.install_help,
+                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+            if harness.scopes:
                 scope = t.add_mutually_exclusive_group()
-                where = ("the repository around the current folder" if target == "codex"
-                         else f"the current folder, where you start {target}")
+                where = ("the repository around the current folder" if harness.project == REPOSITORY
+                         else f"the current folder, where you start {harness.name}")
                 scope.add_argument("--project", nargs="?", const="", default=None, metavar="DIR",
                                    help=f"this project only ({where}; or DIR)")
                 scope.add_argument("--user", action="store_true", help="every project of yours (the default)")
-                if target in ("claude", "pi"):
-                    t.add_argument("--bin", metavar="PATH", help=f"the {target} executable (default: `{target}` "
-                                                                 f"on PATH)")
-                if target == "codex" and action == "install":
-                    t.add_argument("--command", metavar="CMD",
-                                   help="the kijito-pull command the hooks run (default: this installation, by "
-                                        "absolute path)")
+            own = len(t._actions)
+            harness.add_arguments(t, action)
+            options = [a.dest for a in t._actions[own:]]
             t.add_argument("--dry-run", action="store_true",
                            help="print the commands and a diff of every file, change nothing")
-            t.set_defaults(run=run, action=action)
+            t.set_defaults(run=run, action=action, harness_options=options)
         parser.set_defaults(run=lambda args, env, p=parser: _help(p, env), action=action)
 
 
@@ -101,15 +95,17 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from kijito_pull.harnesses import installkit as common
 
     if not getattr(args, "target", None):
-        env.error(f"{args.action} what? one of: {', '.join(TARGETS)}")
+        env.error(f"{args.action} what? one of: {', '.join(registry.names())}")
         return ExitCode.USAGE
+    harness = registry.get(args.target)
     quiet = getattr(args, "quiet", False)
     isatty = getattr(env.stderr, "isatty", None)
     if not quiet and not args.dry_run and isatty and isatty():
         common.on_run = lambda argv: (env.stderr.write(f"kijito-pull: running {common.shown(argv)} ...\n"),
                                       env.stderr.flush())
     try:
-        outcome = _dispatch(args, env)
+        request = _request(harness, args, env)
+        outcome = harness.install(request) if args.action == "install" else harness.uninstall(request)
     except common.InstallError as exc:
         env.error(f"{args.action} {args.target}: {exc}")
         return exc.code
@@ -124,49 +120,34 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     return outcome.code
 
 
-def _dispatch(args: argparse.Namespace, env: Environment):
-    import importlib
-
+def _request(harness: Harness, args: argparse.Namespace, env: Environment) -> InstallRequest:
+    """The one request every installer takes: scope and project from --user/--project (for a harness that
+    has scopes), the harness's own options by name."""
     from kijito_pull.harnesses import installkit as common
 
-    module = importlib.import_module(f"kijito_pull.harnesses.{args.target}.installer")
-    verb = getattr(module, args.action)
-    if args.target == "daemon":
-        return verb(env.environ, env.cwd, persona=args.persona, system=args.system, dry_run=args.dry_run)
-    scope = common.PROJECT if args.project is not None else common.USER
-    if args.project:
-        project = Path(os.path.abspath(os.path.join(env.cwd, os.path.expanduser(args.project))))
-        if not project.is_dir():
-            raise common.InstallError(f"--project {args.project}: no such folder", 2)
-    else:
-        project = common.default_project(args.target, env.cwd)
-    kwargs = {"dry_run": args.dry_run}
-    if args.target in ("claude", "pi"):
-        kwargs["bin_path"] = args.bin
-    if args.target == "codex" and args.action == "install":
-        kwargs["command"] = args.command
-    return verb(scope, env.environ, project, **kwargs)
+    options = {dest: getattr(args, dest, None) for dest in args.harness_options}
+    scope, project = common.USER, None
+    if harness.scopes:
+        scope = common.PROJECT if args.project is not None else common.USER
+        if args.project:
+            project = Path(os.path.abspath(os.path.join(env.cwd, os.path.expanduser(args.project))))
+            if not project.is_dir():
+                raise common.InstallError(f"--project {args.project}: no such folder", ExitCode.USAGE)
+        else:
+            project = common.default_project(harness.project == REPOSITORY, env.cwd)
+    return InstallRequest(harness.name, args.action, scope=scope, environ=env.environ, project=project,
+                          cwd=env.cwd, dry_run=args.dry_run, options=options)
 
 
-RESULTS = {
-    "installed": "installed",
-    "updated": "updated (new plugin files)",
-    "already_installed": "already installed, nothing changed",
-    "uninstalled": "uninstalled",
-    "not_installed": "not installed, nothing changed",
-    "would_install": "dry run, nothing changed; install would:",
-    "would_update": "dry run, nothing changed; install would refresh the plugin files",
-    "would_uninstall": "dry run, nothing changed; uninstall would:",
-}
+def report(outcome: Outcome, dry_run: bool) -> str:
+    from kijito_pull.harnesses.installkit import Result, shown
 
-
-def report(outcome, dry_run: bool) -> str:
-    scope = "" if outcome.harness == "daemon" else f" ({outcome.scope} scope)"
-    lines = [f"kijito-pull: {outcome.harness}{scope}: {RESULTS.get(outcome.result, outcome.result)}"]
+    scoped = outcome.harness not in registry.HARNESSES or bool(registry.get(outcome.harness).scopes)
+    scope = f" ({outcome.scope} scope)" if scoped else ""
+    result = Result(outcome.result)
+    lines = [f"kijito-pull: {outcome.harness}{scope}: {result.text}"]
     verb = "run" if dry_run else "ran"
     for argv in outcome.commands:
-        from kijito_pull.harnesses.installkit import shown
-
         lines.append(f"  {verb}: {shown(argv)}")
     for backup in outcome.backups:
         lines.append(f"  backup: {backup}")
@@ -175,5 +156,5 @@ def report(outcome, dry_run: bool) -> str:
     text = "\n".join(lines) + "\n"
     if dry_run:
         diffs = [d for d in outcome.diffs if d]
-        text += "".join(diffs) if diffs else ("  (no file changes)\n" if outcome.result.startswith("would") else "")
+        text += "".join(diffs) if diffs else ("  (no file changes)\n" if result.would else "")
     return text

@@ -1,12 +1,17 @@
-"""The first step of every `kijito-pull hook claude-*`: read and check the hook input, and answer at once
-when there is nothing to do. Standard library only.
+"""The one route of every `kijito-pull hook NAME`: `run_hook` reads and checks the hook input, answers
+at once when there is nothing to do, else hands it to the runtime of the harness that owns the hook,
+and writes the harness's "nothing to do" answer when nobody else answered. Standard library only.
 
-Claude Code runs the plugin's hooks on every session start, prompt and turn end of *every* project,
-so a project that has not opted in must cost little more than Python's own start-up: no network, no
-`requests`, no state files. `kijito_pull.cli.early` calls `early_gate()` from the console entry
-before the CLI imports its commands; in-process callers (tests) go through `gate()` directly.
+Claude Code runs the plugin's hooks on every session start, prompt and turn end of *every* project
+(Codex its hooks.json entries likewise), so a project that has not opted in must cost little more than
+Python's own start-up: no network, no `requests`, no state files, no `typing` or `dataclasses`. Two
+callers, one route: `kijito_pull.cli.early` calls `early_gate()` from the console entry before the CLI
+imports its commands, and `kijito-pull hook NAME` in-process (kijito_pull.cli.hook_cmd) calls
+`run_hook` directly. Which harnesses and hooks exist comes from kijito_pull.harnesses.registry; what
+is specific to one harness (its mode, its early answers, its runtime) from its Harness
+(kijito_pull.harnesses.base). tests/test_layers.py holds this module to the standard library.
 
-Bad input never produces a traceback on stdout (Claude Code parses stdout) and never hangs: stdin is
+Bad input never produces a traceback on stdout (the harness parses stdout) and never hangs: stdin is
 read with a size cap and a deadline, and every problem becomes one line on stderr and exit 0.
 """
 
@@ -17,29 +22,13 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` costs milliseconds at run time, and this module must start fast
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import IO, Any
 
-SESSION_START = "claude-session-start"
-STOP = "claude-stop"
-PROMPT = "claude-prompt"
-WAKER = "claude-waker"
-SESSION_END = "claude-session-end"
-HOOKS = (SESSION_START, STOP, PROMPT, WAKER, SESSION_END)
-# Codex reads the same hook JSON, but some of its events reject empty stdout: "nothing to do" is `{}`
-# (kijito_pull.harnesses.codex.hooks). Codex sessions get no waker.
-CODEX_SESSION_START = "codex-session-start"
-CODEX_STOP = "codex-stop"
-CODEX_HOOKS = (CODEX_SESSION_START, CODEX_STOP)
-CODEX_NOTHING = "{}\n"
-ALL_HOOKS = HOOKS + CODEX_HOOKS
+    from kijito_pull.harnesses.base import Harness, Hook
 
 MAX_INPUT_BYTES = 1024 * 1024
 INPUT_SECONDS = 2.0
-MODE_ENV = "KIJITO_PULL_MODE"
-DOORBELL = "[kijito-pull doorbell]"
-INTERACTIVE = "interactive"
-HEADLESS = "headless"
 
 
 class HookInput:
@@ -48,8 +37,10 @@ class HookInput:
     (A plain class: `dataclasses` costs ~20 ms of imports, more than the rest of the gate.)"""
 
     def __init__(self, hook: str, data: dict[str, Any], cwd: str, optin: Any, mode: str,
-                 session_id: str | None = None, session_problem: str | None = None):
+                 session_id: str | None = None, session_problem: str | None = None,
+                 harness: Harness | None = None):
         self.hook = hook
+        self.harness = harness  # the Harness that owns the hook (None: built by hand, e.g. in a test)
         self.data = data
         self.cwd = cwd
         self.optin = optin  # kijito_pull.harnesses.session.optin.OptIn (opted in, with a persona)
@@ -78,7 +69,8 @@ def say(stream: IO[str], text: str) -> None:
 # -- reading stdin --------------------------------------------------------------------------------------
 
 
-def read_input(stream: Any, limit: int = MAX_INPUT_BYTES, seconds: float = INPUT_SECONDS) -> tuple[bytes, str | None]:
+def read_input(stream: Any, limit: int = MAX_INPUT_BYTES, seconds: float = INPUT_SECONDS,
+               title: str = "Claude Code") -> tuple[bytes, str | None]:
     """At most `limit` bytes of hook input, waiting at most `seconds` for the writer to finish.
 
     Returns (bytes, problem); problem is None when the input ended normally within the limits.
@@ -97,7 +89,7 @@ def read_input(stream: Any, limit: int = MAX_INPUT_BYTES, seconds: float = INPUT
         return data, None
     try:
         if os.isatty(fd):
-            return b"", "stdin is a terminal, not hook input (Claude Code pipes a JSON object in)"
+            return b"", f"stdin is a terminal, not hook input ({title} pipes a JSON object in)"
     except OSError:
         pass
     import select
@@ -149,21 +141,7 @@ def parse_input(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
-# -- mode -----------------------------------------------------------------------------------------------
-
-
-def detect_mode(environ: Mapping[str, str]) -> tuple[str, str | None]:
-    """Interactive or headless: `KIJITO_PULL_MODE` wins, else Claude Code's `CLAUDE_CODE_ENTRYPOINT`.
-
-    Measured: `cli` in an interactive session; `sdk-cli` under `claude -p` (stream-json included).
-    Anything else, or nothing, is treated as headless: a headless run is never sent a waker.
-    """
-    raw = environ.get(MODE_ENV, "").strip().lower()
-    if raw in (INTERACTIVE, HEADLESS):
-        return raw, None
-    note = f"ignoring {MODE_ENV}={raw[:20]!r} (expected interactive or headless)" if raw else None
-    entry = environ.get("CLAUDE_CODE_ENTRYPOINT", "").strip()
-    return (INTERACTIVE if entry == "cli" else HEADLESS), note
+# -- the project -------------------------------------------------------------------------------------------
 
 
 def _project_dir(data: dict[str, Any] | None, environ: Mapping[str, str], cwd: str) -> str:
@@ -207,10 +185,13 @@ def may_be_opted_in(start: str) -> bool:
 # -- the gate ---------------------------------------------------------------------------------------------
 
 
-def gate(hook: str, stdin: Any, environ: Mapping[str, str], cwd: str,
+def gate(harness: Harness, hook: Hook, stdin: Any, environ: Mapping[str, str], cwd: str,
          stderr: IO[str]) -> tuple[int | None, HookInput | None]:
     """(exit code, None) when the hook is answered here; (None, input) when there is work to do."""
-    raw, problem = read_input(stdin)
+    from kijito_pull.harnesses.base import resolve
+
+    name = hook.name
+    raw, problem = read_input(stdin, title=harness.title)
     data, parse_problem = (None, None) if problem else parse_input(raw)
     problem = problem or parse_problem
     where = _project_dir(data, environ, cwd)
@@ -221,75 +202,85 @@ def gate(hook: str, stdin: Any, environ: Mapping[str, str], cwd: str,
     opt = optin_mod.resolve(where, environ)
     if not opt.opted_in:
         if opt.problem:  # e.g. an AGENTS.md we may not read: say so, it may be why nothing happens
-            say(stderr, f"{hook}: {opt.problem}")
+            say(stderr, f"{name}: {opt.problem}")
         return 0, None
     if problem or data is None:
-        say(stderr, f"{hook}: {problem}; nothing was done")
+        say(stderr, f"{name}: {problem}; nothing was done")
         return 0, None
     if opt.problem or not opt.persona:
-        say(stderr, f"{hook}: {opt.problem or 'no persona'}; nothing was done")
+        say(stderr, f"{name}: {opt.problem or 'no persona'}; nothing was done")
         return 0, None
-    if hook == PROMPT and DOORBELL not in str(data.get("prompt", "")):
-        return 0, None  # an ordinary prompt: mail is handed over on doorbells and turn ends
+    if hook.wants is not None and not resolve(hook.wants)(data):
+        return 0, None  # e.g. an ordinary prompt: nothing for this hook to do
 
     from kijito_pull.harnesses.session import lifecycle
 
-    mode, mode_note = detect_mode(environ)
-    inp = HookInput(hook, data, where, opt, mode)
+    mode, mode_note = harness.detect_mode(environ)
+    inp = HookInput(name, data, where, opt, mode, harness=harness)
     if mode_note:
         inp.notes.append(mode_note)
-        say(stderr, f"{hook}: {mode_note}")
+        say(stderr, f"{name}: {mode_note}")
     raw_id = data.get("session_id")
-    if raw_id is None:
-        raw_id = environ.get("CLAUDE_CODE_SESSION_ID") or None
+    if raw_id is None and harness.session_env:
+        raw_id = environ.get(harness.session_env) or None
     inp.session_id, inp.session_problem = lifecycle.check_session_id(raw_id)
     if inp.session_problem and raw_id is not None:
-        say(stderr, f"{hook}: {inp.session_problem}")
-    return _answer_early(inp, environ, stderr)
-
-
-def _answer_early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -> tuple[int | None, HookInput | None]:
-    """The hooks that usually have nothing to do finish here, before the heavy imports."""
-    from kijito_pull.harnesses.session import lifecycle
-
-    if inp.hook == PROMPT:
-        prompt = inp.data.get("prompt")
-        if not isinstance(prompt, str) or DOORBELL not in prompt:
-            return 0, None  # an ordinary prompt: mail is handed over on doorbells and turn ends
-        return None, inp
-    if inp.hook == SESSION_END:
-        if inp.session_id is None:
-            say(stderr, f"{inp.hook}: {lifecycle.Result.SESSION_ID_UNAVAILABLE.value}: {inp.session_problem}")
-            return 0, None
-        try:
-            lifecycle.end_session(environ, inp.session_id)
-        except lifecycle.LifecycleError as exc:
-            say(stderr, f"{inp.hook}: {exc}")
-        return 0, None
-    if inp.hook == WAKER:
-        if inp.mode != INTERACTIVE:
-            return 0, None  # headless runs get no waker: their Stop hook hands the mail over
-        if inp.session_id is None:
-            say(stderr, f"{inp.hook}: {lifecycle.Result.SESSION_ID_UNAVAILABLE.value}: {inp.session_problem}")
-            return 0, None
-        try:
-            if lifecycle.stop_marker(environ, inp.project, inp.persona) is not None:
-                return 0, None  # stopped by `kijito-pull session stop`: honoured until `session start`
-            if lifecycle.live_lease(environ, inp.session_id) is not None:
-                return 0, None  # already armed: one waker per session
-        except lifecycle.LifecycleError as exc:
-            say(stderr, f"{inp.hook}: {lifecycle.Result.STARTUP_FAILED.value}: {exc}")
-            return 0, None
+        say(stderr, f"{name}: {inp.session_problem}")
+    if harness.early is not None:
+        code = resolve(harness.early)(inp, environ, stderr)
+        if code is not None:
+            return code, None
     return None, inp
 
 
-def answer_nothing(stream: IO[str]) -> None:
-    """A Codex hook's "nothing to do": `{}` (Codex rejects empty stdout on some events)."""
+def answer_nothing(stream: IO[str], nothing: str) -> None:
+    """A harness's "nothing to do" on stdout (`{}` for Codex, which rejects empty stdout on some events)."""
+    if not nothing:
+        return
     try:
-        stream.write(CODEX_NOTHING)
+        stream.write(nothing)
         stream.flush()
     except (OSError, ValueError):
         pass
+
+
+def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: Mapping[str, str], cwd: str, *,
+             exit_after_work: Callable[[int], Any] | None = None) -> int:
+    """`kijito-pull hook NAME`, start to end: the gate, the owning harness's runtime when there is work,
+    and the harness's "nothing to do" answer when neither the gate nor the runtime answered. Never
+    raises: every problem is one stderr line and exit 0. With `exit_after_work`, it is called with the
+    exit code once a runtime ran and the streams are flushed (the console entry leaves at once)."""
+    from kijito_pull.harnesses import registry
+
+    found = registry.find_hook(name)
+    if found is None:
+        say(stderr, f"{name}: not a kijito-pull hook (expected one of: {', '.join(registry.hook_names())})")
+        return 2
+    harness, hook = found
+    answered = False  # a runtime gives its own answer, its "nothing to do" included
+    ran = False
+    try:
+        code, inp = gate(harness, hook, stdin, environ, cwd, stderr)
+        if code is None and inp is not None:
+            from kijito_pull.cli.environment import Environment
+            from kijito_pull.harnesses.base import resolve
+
+            runtime = resolve(harness.runtime)
+            ran = answered = True
+            code = runtime(inp, Environment(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ, cwd=cwd))
+    except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
+        say(stderr, f"{name}: internal error ({type(exc).__name__}: {exc}); nothing was done")
+        code = 0
+    if not answered:
+        answer_nothing(stdout, harness.nothing)
+    for stream in (stdout, stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if ran and exit_after_work is not None:
+        exit_after_work(code or 0)
+    return code or 0
 
 
 # -- the console entry's early dispatch --------------------------------------------------------------------
@@ -301,44 +292,28 @@ def _is_console(argv0: str) -> bool:
 
 
 def early_gate(argv: list[str] | None = None) -> None:
-    """From the console entry: run `kijito-pull hook claude-*` here and exit, before the CLI imports
-    its commands (a project that has not opted in never gets past the standard library; one that
-    has skips argparse and the unrelated commands). Does nothing for any other command line."""
+    """From the console entry: run `kijito-pull hook NAME` here and exit, before the CLI imports its
+    commands (a project that has not opted in never gets past the standard library; one that has
+    skips argparse and the unrelated commands). Does nothing for any other command line."""
     argv = sys.argv if argv is None else argv
-    if len(argv) != 3 or argv[1] != "hook" or argv[2] not in ALL_HOOKS or not _is_console(argv[0]):
+    if len(argv) != 3 or argv[1] != "hook" or not _is_console(argv[0]):
         return
-    codex = argv[2] in CODEX_HOOKS
-    answered = False
-    ran = False
-    try:
-        code, inp = gate(argv[2], sys.stdin, os.environ, os.getcwd(), sys.stderr)
-        if code is None and inp is not None:
-            ran = True
-            from kijito_pull.cli.environment import Environment
+    from kijito_pull.harnesses import registry
 
-            if codex:
-                from kijito_pull.harnesses.codex import hooks as adapter
+    if registry.find_hook(argv[2]) is None:
+        return  # not a hook: the CLI says so, with its usage
+    # Leave at once after a hook that did work. Its answer is written and acknowledged, and the harness
+    # reads it only if the process exits 0: the interpreter's teardown (~30 ms, far longer than the
+    # write and the ack) is a window in which a kill would lose mail the cursor has already moved past.
+    # Nothing is left to flush or release (files are closed, leases and state saved, threads are daemons).
+    code = run_hook(argv[2], sys.stdin, sys.stdout, sys.stderr, os.environ, os.getcwd(), exit_after_work=os._exit)
+    raise SystemExit(code)
 
-                answered = True  # the Codex adapter always answers, `{}` at least
-                code = adapter.run(inp, Environment())
-            else:
-                from kijito_pull.harnesses.claude import hooks as claude
 
-                code = claude.run(inp, Environment())
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
-        say(sys.stderr, f"{argv[2]}: internal error ({type(exc).__name__}: {exc}); nothing was done")
-        code = 0
-    if codex and not answered:
-        answer_nothing(sys.stdout)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    if ran:
-        # Leave at once. The hook's answer is written and acknowledged, and the harness reads it only if
-        # the process exits 0: the interpreter's teardown (~30 ms, far longer than the write and the ack)
-        # is a window in which a kill would lose mail the cursor has already moved past. Nothing is left
-        # to flush or release (files are closed, leases and state saved, threads are daemons).
-        os._exit(code or 0)
-    raise SystemExit(code or 0)
+def __getattr__(name: str) -> Any:
+    """Claude Code's doorbell marker, once defined here (now kijito_pull.harnesses.claude.gate.DOORBELL)."""
+    if name == "DOORBELL":
+        from kijito_pull.harnesses.claude.gate import DOORBELL
+
+        return DOORBELL
+    raise AttributeError(name)

@@ -1,7 +1,9 @@
-"""What every installer shares: where things are, JSON files edited without clobbering, backups, and
-the undo that gives a settings file back byte for byte.
+"""What every installer shares: the typed results of the install contract (Result, Outcome,
+InstallError, Wiring; see kijito_pull.harnesses.base), where things are, JSON files edited without
+clobbering, backups, running the harness's own commands, and the undo that gives a settings file
+back byte for byte.
 
-Standard library only (doctor imports the read-only half). All paths come from the `environ` passed
+Standard library and kijito_pull.core only (doctor imports the read-only half). All paths come from the `environ` passed
 in (HOME, XDG_*, the harnesses' own overrides), never from this process's environment, so tests and
 `doctor` can look at another home.
 """
@@ -9,6 +11,7 @@ in (HOME, XDG_*, the harnesses' own overrides), never from this process's enviro
 from __future__ import annotations
 
 import difflib
+import enum
 import json
 import os
 import re
@@ -21,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kijito_pull.core.exitcodes import ExitCode
+
 APP = "kijito-pull"
 BACKUP_SUFFIX = ".kijito-pull.bak"
 USER = "user"
@@ -29,11 +34,73 @@ SCOPES = (USER, PROJECT)
 
 
 class InstallError(Exception):
-    """Something the user has to fix (a settings file we cannot parse, a harness command that failed)."""
+    """Something the user has to fix (a settings file we cannot parse, a harness command that failed).
 
-    def __init__(self, message: str, code: int = 1):
+    `code`: ExitCode.USAGE when the user must change something first (nothing was run), else
+    ExitCode.SOURCE_FAILED (a harness command failed)."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.SOURCE_FAILED):
         super().__init__(message)
-        self.code = code
+        self.code = ExitCode(code)
+
+
+class Result(str, enum.Enum):
+    """What an install or uninstall did (or, with --dry-run, would do). A str, so it compares to its value."""
+
+    UNCHANGED = "unchanged"
+    INSTALLED = "installed"
+    UPDATED = "updated"
+    ALREADY_INSTALLED = "already_installed"
+    UNINSTALLED = "uninstalled"
+    NOT_INSTALLED = "not_installed"
+    WOULD_INSTALL = "would_install"
+    WOULD_UPDATE = "would_update"
+    WOULD_UNINSTALL = "would_uninstall"
+
+    @property
+    def text(self) -> str:
+        """The words `kijito-pull install` prints for it."""
+        return _RESULT_TEXT.get(self, self.value)
+
+    @property
+    def would(self) -> bool:
+        """A dry run's answer: what the real run would do."""
+        return self.value.startswith("would")
+
+
+_RESULT_TEXT = {
+    Result.INSTALLED: "installed",
+    Result.UPDATED: "updated (new plugin files)",
+    Result.ALREADY_INSTALLED: "already installed, nothing changed",
+    Result.UNINSTALLED: "uninstalled",
+    Result.NOT_INSTALLED: "not installed, nothing changed",
+    Result.WOULD_INSTALL: "dry run, nothing changed; install would:",
+    Result.WOULD_UPDATE: "dry run, nothing changed; install would refresh the plugin files",
+    Result.WOULD_UNINSTALL: "dry run, nothing changed; uninstall would:",
+}
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """One place where a harness is (or could be) wired to kijito-pull (the read-only look `doctor` asks).
+
+    harness         the harness's registry name ("claude", "pi", "codex", "daemon", ...)
+    scope           "user", "project" ("local" for Claude Code's settings.local.json)
+    installed       kijito-pull is wired here
+    path            the settings / hooks / unit file (or the extension file) looked at
+    command         the kijito-pull executable the hooks run, resolved to an absolute path where it
+                    can be (else the word as written)
+    command_exists  that executable exists (False: the hooks fail with "not found")
+    detail          anything else worth saying, plain text ("" when nothing)
+    """
+
+    harness: str
+    scope: str
+    installed: bool
+    path: str | None
+    command: str | None
+    command_exists: bool
+    detail: str = ""
 
 
 # -- where things are ------------------------------------------------------------------------------------
@@ -64,12 +131,12 @@ def project_root(cwd: str | os.PathLike) -> Path:
     return start
 
 
-def default_project(harness: str, cwd: str | os.PathLike) -> Path:
-    """The project `--project` means: for Codex the repository around `cwd` (Codex looks for
-    <repo>/.codex/hooks.json); for Claude Code and pi the folder itself, the one they are started in
-    (measured: Claude Code 2.1.197 started in a subfolder does not load a plugin installed for the
-    repository root, which is also what `claude plugin install --scope project` run there does)."""
-    return project_root(cwd) if harness == "codex" else Path(os.path.abspath(cwd))
+def default_project(repository: bool, cwd: str | os.PathLike) -> Path:
+    """The project `--project` means (Harness.project): the repository around `cwd` for a harness that
+    looks there (Codex: <repo>/.codex/hooks.json); else the folder itself, the one the harness is
+    started in (measured: Claude Code 2.1.197 started in a subfolder does not load a plugin installed
+    for the repository root, which is also what `claude plugin install --scope project` run there does)."""
+    return project_root(cwd) if repository else Path(os.path.abspath(cwd))
 
 
 def project_dirs(cwd: str | os.PathLike) -> list[Path]:
@@ -183,9 +250,9 @@ def read_json(path: Path, default: Any = None) -> JsonFile:
     except FileNotFoundError:
         return JsonFile(path, None, {} if default is None else default)
     except IsADirectoryError:
-        raise InstallError(f"{path} is a directory, not a settings file", 2) from None
+        raise InstallError(f"{path} is a directory, not a settings file", ExitCode.USAGE) from None
     except OSError as exc:
-        raise InstallError(f"cannot read {path}: {exc.strerror or exc}", 2) from None
+        raise InstallError(f"cannot read {path}: {exc.strerror or exc}", ExitCode.USAGE) from None
     text = raw.decode("utf-8-sig", "replace")
     if not text.strip():
         return JsonFile(path, raw, {} if default is None else default)
@@ -193,11 +260,20 @@ def read_json(path: Path, default: Any = None) -> JsonFile:
         data = json.loads(text)
     except ValueError as exc:
         raise InstallError(f"{path} is not valid JSON ({exc}); fix or move it, then run this again "
-                           f"(nothing was changed)", 2) from None
+                           f"(nothing was changed)", ExitCode.USAGE) from None
     if not isinstance(data, dict):
-        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed", 2)
+        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed",
+                           ExitCode.USAGE)
     indent, compact = _style(text)
     return JsonFile(path, raw, data, indent, compact, text.endswith("\n"))
+
+
+def read_for_wiring(path: Path) -> tuple[Any, str | None]:
+    """A settings file's parsed content for the read-only wiring look: (data, None), or (None, why not)."""
+    try:
+        return read_json(path).data, None
+    except InstallError as exc:
+        return None, str(exc)
 
 
 def _style(text: str) -> tuple[str | int | None, bool]:
@@ -398,6 +474,61 @@ def shown(argv: Sequence[str]) -> str:
     return shlex.join(list(argv))
 
 
+def run_all(commands: Sequence[Sequence[str]], environ: Mapping[str, str], cwd: Path, timeout: float = 180.0, *,
+            tolerate: Callable[[int, Ran], bool] | None = None,
+            before: Callable[[Sequence[str]], Any] | None = None) -> None:
+    """Run a harness's commands in order. The first that fails, unless `tolerate(index, ran)` excuses it,
+    raises InstallError with its output. `before(argv)` runs just before each command."""
+    for n, argv in enumerate(commands):
+        if before is not None:
+            before(argv)
+        ran = run(argv, environ, cwd, timeout)
+        if ran.code != 0 and not (tolerate is not None and tolerate(n, ran)):
+            raise InstallError(f"`{shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}",
+                               ExitCode.SOURCE_FAILED)
+
+
+def dry_run_or_manual(outcome: Outcome, dry_run: bool, tool: str | None, name: str,
+                      manual: Callable[[], str]) -> bool:
+    """For an install through the harness's own command (`name`, found at `tool` or None): a dry run
+    stops here, saying when the command is missing; a real run without it raises InstallError with the
+    `manual()` steps. True: stop and return the outcome."""
+    if dry_run:
+        outcome.result = Result.WOULD_INSTALL
+        if tool is None:
+            outcome.notes.append(f"the `{name}` command is not on PATH: the real install would stop here")
+        return True
+    if tool is None:
+        raise InstallError(manual(), ExitCode.USAGE)
+    return False
+
+
+def keep_style_after(file: JsonFile, expected: Any, recorded: Callable[[Any], bool], missing: str,
+                     ours_already: bool) -> Path | None:
+    """After a harness's own command added our entry to a settings file: check it is there (else
+    InstallError `missing`), put the file back in its own key order and style (what --dry-run showed,
+    `expected`), and keep the bytes it had before. Returns the backup made, if any."""
+    after = read_json(file.path)
+    if not recorded(after.data):
+        raise InstallError(missing, ExitCode.SOURCE_FAILED)
+    final = file.edited(reorder_like(after.data, expected))
+    if final != after.raw:
+        write_bytes(file.path, final)
+    if final != file.raw:
+        return back_up_before_install(file.path, file.raw, ours_already=ours_already)
+    return None
+
+
+def note_restored(outcome: Outcome, how: Restored, what: str) -> None:
+    """Say how an uninstall left a settings file (`what`: the kind of entry removed, e.g. "hooks")."""
+    path = outcome.path
+    outcome.notes.append({"restored": f"{path} restored byte for byte from before the install",
+                          "removed": f"{path} removed (it did not exist before the install)",
+                          "edited": f"kijito-pull's {what} removed from {path}"}[how.how])
+    if how.backup:
+        outcome.backups.append(how.backup)
+
+
 # -- results --------------------------------------------------------------------------------------------------
 
 
@@ -408,13 +539,20 @@ class Outcome:
     harness: str
     scope: str
     action: str  # install | uninstall
-    result: str = "unchanged"  # installed | already_installed | uninstalled | not_installed | would_* ...
+    result: Result = Result.UNCHANGED
     path: Path | None = None
     commands: list[list[str]] = field(default_factory=list)
     diffs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     backups: list[Path] = field(default_factory=list)
-    code: int = 0
+    code: ExitCode = ExitCode.OK
+
+
+def begin(request: Any, path_of: Callable[[str, Mapping[str, str], Path], Path]) -> tuple[Outcome, JsonFile]:
+    """The start every settings-file installer shares: an Outcome for the request's scope and the file
+    `path_of(scope, environ, project)` names, read (InstallError if it cannot be parsed)."""
+    path = path_of(request.scope, request.environ, request.project)
+    return Outcome(request.harness, request.scope, request.action, path=path), read_json(path)
 
 
 def materialize(dest: Path, files: Mapping[str, Path], dry_run: bool = False) -> list[str]:

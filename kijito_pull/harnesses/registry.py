@@ -1,55 +1,71 @@
-"""Wiring kijito-pull into the harnesses: `kijito-pull install | uninstall claude | pi | codex | daemon`.
+"""The registry: harness name -> the package that defines it (its `HARNESS`, a base.Harness).
 
-One module per target (claude, pi, codex, daemon), each with `install`, `uninstall` and a read-only
-`wiring` look. `wiring()` below is what `kijito-pull doctor` asks: for one harness, every place
-(scope) where kijito-pull is or could be wired, whether it is, and whether the command its hooks run
-exists. It reads files only: no harness command runs, nothing is written.
+`kijito-pull install | uninstall`, `doctor` and `hook` read this and nothing else to learn which
+harnesses exist; the order here is the order they are listed and checked in. Adding a harness is one
+folder under kijito_pull/harnesses/ plus one line here (docs/architecture.md).
+
+Standard library only, and cheap: the hook fast gate asks `find_hook` in every project, and only the
+package of the hook's own harness is imported (a hook's name starts with its harness's name).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+import sys
 
-HARNESSES = ("claude", "pi", "codex", "daemon")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
+    from kijito_pull.harnesses.base import Harness, Hook
 
-@dataclass(frozen=True)
-class Wiring:
-    """One place where a harness is (or could be) wired to kijito-pull.
-
-    harness         "claude", "pi", "codex" or "daemon"
-    scope           "user", "project" ("local" for Claude Code's settings.local.json)
-    installed       kijito-pull is wired here
-    path            the settings / hooks / unit file (or the extension file) looked at
-    command         the kijito-pull executable the hooks run, resolved to an absolute path where it
-                    can be (else the word as written)
-    command_exists  that executable exists (False: the hooks fail with "not found")
-    detail          anything else worth saying, plain text ("" when nothing)
-    """
-
-    harness: str
-    scope: str
-    installed: bool
-    path: str | None
-    command: str | None
-    command_exists: bool
-    detail: str = ""
+HARNESSES = {
+    "claude": "kijito_pull.harnesses.claude",
+    "pi": "kijito_pull.harnesses.pi",
+    "codex": "kijito_pull.harnesses.codex",
+    "daemon": "kijito_pull.harnesses.daemon",
+}
 
 
-def wiring(harness: str, environ: Mapping[str, str] | None = None, cwd: str | None = None) -> list[Wiring]:
-    """Where `harness` is wired (or has a settings file that could be): one row per place, read-only.
+def names() -> tuple[str, ...]:
+    return tuple(HARNESSES)
 
-    `environ` (default: this process's) supplies HOME, PATH and the harnesses' own overrides
-    (CLAUDE_CONFIG_DIR, PI_CODING_AGENT_DIR, CODEX_HOME, XDG_CONFIG_HOME); `cwd` (default: the current
-    directory) selects the project, i.e. the repository root above it. Raises ValueError for an
-    unknown harness."""
+
+def get(name: str) -> Harness:
+    """The harness called `name`; KeyError for an unknown one."""
+    package = HARNESSES[name]
+    __import__(package)
+    return sys.modules[package].HARNESS
+
+
+def all_harnesses() -> list[Harness]:
+    return [get(name) for name in HARNESSES]
+
+
+def find_hook(name: str) -> tuple[Harness, Hook] | None:
+    """The harness and hook entry a `kijito-pull hook NAME` runs, or None (imports only that harness)."""
+    owner = name.split("-", 1)[0]
+    if owner not in HARNESSES:
+        return None
+    harness = get(owner)
+    hook = harness.hook(name)
+    return (harness, hook) if hook is not None else None
+
+
+def hook_names() -> tuple[str, ...]:
+    return tuple(hook.name for harness in all_harnesses() for hook in harness.hooks)
+
+
+def wiring(harness: str, environ: Mapping[str, str] | None = None, cwd: str | None = None) -> list[Any]:
+    """Where `harness` is wired (or has a settings file that could be): `installkit.Wiring` rows, read-only.
+
+    `environ` (default: this process's) supplies HOME, PATH and the harnesses' own overrides; `cwd`
+    (default: the current directory) selects the project. Raises ValueError for an unknown harness."""
+    import os
+
     if harness not in HARNESSES:
         raise ValueError(f"unknown harness {harness!r}; expected one of {', '.join(HARNESSES)}")
-    module = importlib.import_module(f"kijito_pull.harnesses.{harness}.installer")
-    return list(module.wiring(dict(os.environ) if environ is None else environ, cwd or os.getcwd()))
+    return get(harness).wiring(dict(os.environ) if environ is None else environ, cwd or os.getcwd())
 
 
-__all__ = ["HARNESSES", "Wiring", "wiring"]
+__all__ = ["HARNESSES", "all_harnesses", "find_hook", "get", "hook_names", "names", "wiring"]

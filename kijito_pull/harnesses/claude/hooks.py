@@ -1,4 +1,5 @@
-"""The Claude Code adapter: hook input in, one pull through the shared engine, the JSON Claude reads out.
+"""The Claude Code adapter: its hooks over the shared hand-over (kijito_pull.harnesses.handover), plus
+what only Claude Code has: the doorbell prompt and the waker.
 
     claude-session-start  SessionStart: waiting mail as `additionalContext`; in an interactive
                           session, one line on how new mail will wake it
@@ -11,12 +12,13 @@
                           wakes the idle session). It acknowledges nothing: the mail itself is handed
                           over by the prompt hook of the turn it starts, or by the next Stop hook, so
                           a wake that never lands loses nothing.
-    claude-session-end    SessionEnd (answered in `fastpath`): ends the session's waker.
+    claude-session-end    SessionEnd (answered in the gate, kijito_pull.harnesses.claude.gate): ends
+                          the session's waker.
 
 "Took it" for a hook is "its JSON was written to stdout and flushed": the cursor is acknowledged
-only then (`delivery.pull_through` with a batch sink). Every failure becomes one stderr line and
-exit 0, so a broken inbox never wedges or breaks a Claude Code session, and each synchronous hook
-gives up after a fixed budget (default 8 s) whatever the network does.
+only then. Every failure becomes one stderr line and exit 0, so a broken inbox never wedges or
+breaks a Claude Code session, and each synchronous hook gives up after a fixed budget (default 8 s)
+whatever the network does.
 """
 
 from __future__ import annotations
@@ -28,206 +30,41 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO, Any
 
 from kijito_pull.cli.environment import Environment
-from kijito_pull.core import config, paths, render
+from kijito_pull.core import config, render
 from kijito_pull.core.api import KijitoClient
-from kijito_pull.core.delivery import PullReport, pull_through
-from kijito_pull.core.engine import Engine
-from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, Message
-from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import LockTimeout, StateError, StateStore
+from kijito_pull.core.state import LockTimeout, StateError
+from kijito_pull.harnesses import handover
+from kijito_pull.harnesses.base import INTERACTIVE
 from kijito_pull.harnesses.claude import host as claude_host
-from kijito_pull.harnesses.hookgate import (
-    DOORBELL,
-    INTERACTIVE,
-    PROMPT,
-    SESSION_START,
-    STOP,
-    WAKER,
-    HookInput,
-    say,
+from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, SESSION_START, STOP, WAKER
+from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_TIMEOUT: read by tests and benches
+    BUDGET_ENV,
+    DEFAULT_BUDGET,
+    HOOK_DEADLINE,
+    HOOK_TIMEOUT,
+    MAX_BLOCKS_ENV,
+    HookSink,
+    Output,
+    Setup,
+    _failure,
+    _report_problems,
+    context_json,
+    setup,
 )
+from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.watch.longpoll import LongPoll
 
-BUDGET_ENV = "KIJITO_PULL_HOOK_BUDGET"
-DEFAULT_BUDGET = 8.0
-MAX_BLOCKS_ENV = "KIJITO_PULL_MAX_STOP_BLOCKS"
-DEFAULT_MAX_BLOCKS = 3
-MAX_BLOCKS_LIMIT = 100
-HOOK_TIMEOUT = 3.0  # per HTTP request of a synchronous hook
-HOOK_DEADLINE = 4.0  # retries of one request stop after this
 WAKER_WAIT = 25  # long-poll hold asked of notify/pending
 WAKER_POLL = 15.0  # seconds between polls when the server does not long-poll
 WAKER_GRACE = 3.0  # at most this long, let the synchronous hook of the same event hand over what waits
 WAKER_CHECK = 0.5  # how often the waker looks for its session, lease and stop marker
 WAKER_RESYNC = 8  # read the inbox after this many quiet long-polls even if no count moved
 WAKER_MAX_LIFE = 7 * 24 * 3600 - 600  # under the hooks.json timeout (604800 s)
-
-
-# -- settings ---------------------------------------------------------------------------------------------
-
-
-def hook_budget(environ: Mapping[str, str]) -> float:
-    raw = environ.get(BUDGET_ENV, "").strip()
-    try:
-        value = float(raw) if raw else DEFAULT_BUDGET
-    except ValueError:
-        return DEFAULT_BUDGET
-    return min(max(value, 0.5), 9.5)
-
-
-def max_stop_blocks(environ: Mapping[str, str], settings: Mapping[str, Any]) -> int:
-    """The cap on consecutive Stop blocks: $KIJITO_PULL_MAX_STOP_BLOCKS, else `max_stop_blocks` in
-    the config file, else 3. 0 means the Stop hook never blocks."""
-    raw: Any = environ.get(MAX_BLOCKS_ENV, "").strip() or settings.get("max_stop_blocks")
-    if raw is None or raw == "":
-        return DEFAULT_MAX_BLOCKS
-    try:
-        value = int(raw)
-        if isinstance(raw, bool) or value < 0 or value > MAX_BLOCKS_LIMIT:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise config.ConfigError(f"max_stop_blocks must be a whole number from 0 to {MAX_BLOCKS_LIMIT}, "
-                                 f"not {str(raw)[:20]!r} (from ${MAX_BLOCKS_ENV} or the config file)") from None
-    return value
-
-
-@dataclass
-class Setup:
-    """One persona's engine for one hook run."""
-
-    engine: Engine
-    client: KijitoClient
-    api_base: str
-    token: str
-    auth_header: str | None
-    settings: dict[str, Any]
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def setup(persona: str, environ: Mapping[str, str], *, timeout: float = HOOK_TIMEOUT,
-          attempts: int = 2, deadline: float = HOOK_DEADLINE) -> Setup:
-    """Raises ConfigError (no token, bad API base, bad config file) before any request is sent."""
-    settings = config.load_config_file(environ)
-    api_base = config.resolve_api_base(None, environ, settings.get("api_base"))
-    token = config.resolve_token(None, environ, settings.get("token_file"))
-    header = config.validate_auth_header(settings.get("auth_header"))
-    consumer = config.validate_consumer(str(settings.get("consumer") or config.DEFAULT_CONSUMER))
-    persona = config.validate_persona(persona)
-    client = KijitoClient(api_base, token, auth_header=header, timeout=timeout, attempts=attempts,
-                          deadline=deadline)
-    store = StateStore(*paths.cursor_paths(environ, api_base, persona, consumer),
-                       identity={"api_base": api_base, "persona": persona, "consumer": consumer})
-    engine = Engine(client, store, EventFactory(), persona=persona, consumer=consumer, lock_timeout=2.0)
-    return Setup(engine, client, api_base, token, header, settings)
-
-
-# -- output -----------------------------------------------------------------------------------------------
-
-
-class Output:
-    """Hook stdout with a budget: if nothing was written when the budget runs out, the process says
-    why on stderr and exits 0 (the agent goes on; nothing was acknowledged). Once writing has begun
-    the watchdog stands down, so a message is never half handed over."""
-
-    def __init__(self, stdout: IO[str], stderr: IO[str], hook: str, budget: float | None,
-                 exit_fn: Callable[[int], None] = os._exit):
-        self.stdout = stdout
-        self.stderr = stderr
-        self.hook = hook
-        self.budget = budget
-        self._exit = exit_fn
-        self._lock = threading.Lock()
-        self._started = False
-        self._expired = False
-        self._timer: threading.Timer | None = None
-        self.written: list[dict[str, Any]] = []
-
-    def __enter__(self) -> Output:
-        if self.budget is not None:
-            self._timer = threading.Timer(self.budget, self._expire)
-            self._timer.daemon = True
-            self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def _expire(self) -> None:
-        with self._lock:
-            if self._started:
-                return
-            self._expired = True
-        say(self.stderr, f"{self.hook}: gave up after {self.budget:g} s (the Kijito server is slow or unreachable); "
-                         f"nothing was acknowledged, unseen mail waits for the next pull")
-        self._exit(0)
-
-    def json(self, obj: dict[str, Any]) -> bool:
-        """Write the run's one JSON object; True only once it is written and flushed (the consumer took it).
-
-        Only the first call writes: the harness reads stdout as one object, so a later one (the failure
-        note of a pull whose ack could not be saved after its mail was written) is refused, not appended.
-        """
-        with self._lock:
-            if self._expired or self._started:
-                return False
-            self._started = True
-        try:
-            self.stdout.write(json.dumps(obj) + "\n")
-            self.stdout.flush()
-        except (OSError, ValueError):
-            return False
-        self.written.append(obj)
-        return True
-
-
-def context_json(event: str, text: str, system_message: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
-    if system_message:
-        out["systemMessage"] = system_message
-    return out
-
-
-def block_json(reason: str) -> dict[str, Any]:
-    return {"decision": "block", "reason": reason}
-
-
-def _note(event: dict[str, Any]) -> str:
-    """A diagnostic event (pin, corrupt state, capped replay...) as one plain line for the model."""
-    kind = event.get("event", "note")
-    detail = event.get("reason")
-    if not detail:
-        parts = [f"{k} {event[k]}" for k in ("dropped", "capped_to", "redelivered", "seeded") if k in event]
-        detail = ", ".join(parts) or "see `kijito-pull status`"
-    return f"kijito-pull note ({kind}): {detail}."
-
-
-class HookSink(Sink):
-    """Takes a whole pull at once: the rendered text goes out in one JSON write, then all is acknowledged."""
-
-    batch = True
-
-    def __init__(self, emit: Callable[[str], bool], extra_notes: Sequence[str] = ()):
-        self.emit = emit
-        self.extra = [n for n in extra_notes if n]
-        self.notes: list[str] = []
-
-    def signal(self, event: dict) -> None:
-        self.notes.append(_note(event))
-
-    def text(self, persona: str, messages: Sequence[Message]) -> str:
-        return render.for_model(persona, messages, extra_notes=[*self.notes, *self.extra])
-
-    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> bool:
-        return self.emit(self.text(persona, messages))
 
 
 # -- the hooks --------------------------------------------------------------------------------------------
@@ -240,27 +77,22 @@ def sync_key(data: Mapping[str, Any]) -> str:
 
 def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
     """Run one hook. Never raises, never prints a traceback: problems are one stderr line and exit 0."""
-    try:
-        if inp.hook == WAKER:
-            return run_waker(inp, env)
-        handler = {SESSION_START: session_start, STOP: stop, PROMPT: prompt}[inp.hook]
+    if inp.hook == WAKER:
         try:
-            with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn) as out:
-                return handler(inp, env, out)
-        finally:
-            if inp.hook in (SESSION_START, STOP) and inp.session_id:
-                try:
-                    lifecycle.write_synced(env.environ, inp.session_id, sync_key(inp.data))
-                except lifecycle.LifecycleError:
-                    pass
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
-        return 0
+            return run_waker(inp, env)
+        except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
+            say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
+            return 0
+    handler = {SESSION_START: session_start, STOP: handover.stop, PROMPT: prompt}[inp.hook]
 
+    def synced() -> None:
+        if inp.hook in (SESSION_START, STOP) and inp.session_id:
+            try:
+                lifecycle.write_synced(env.environ, inp.session_id, sync_key(inp.data))
+            except lifecycle.LifecycleError:
+                pass
 
-def _failure(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.rstrip(".")
+    return handover.answer(inp, env, handler, exit_fn=exit_fn, after=synced)
 
 
 def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
@@ -289,103 +121,9 @@ def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
 
 
 def session_start(inp: HookInput, env: Environment, out: Output) -> int:
-    persona = inp.persona
-    extra: list[str] = []
-    if inp.mode == INTERACTIVE:
-        sentence = waker_sentence(inp, env.environ)
-        if sentence:
-            extra.append(sentence)
-
-    def emit(text: str) -> bool:
-        return out.json(context_json("SessionStart", text))
-
-    try:
-        ready = setup(inp.persona, env.environ)
-    except config.ConfigError as exc:
-        say(env.stderr, f"{SESSION_START}: {persona}: {_failure(exc)}")
-        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
-            f"The Kijito inbox for {persona} was not checked at session start: {_failure(exc)}.", *extra]),
-            system_message=f"kijito-pull: the Kijito inbox for {persona} was not checked: {_failure(exc)}"))
-        return 0
-    sink = HookSink(emit, extra)
-    try:
-        report = pull_through(ready.engine, ready.engine.factory, sink)
-    except (ApiError, StateError) as exc:
-        say(env.stderr, f"{SESSION_START}: {persona}: {_failure(exc)}; nothing was acknowledged")
-        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
-            f"The Kijito inbox for {persona} could not be read at session start ({_failure(exc)}); unseen mail "
-            f"is handed over later.", *extra])))
-        return 0
-    finally:
-        ready.close()
-    _report_problems(inp, env, report)
-    if not report.delivered and report.refused is None and (inp.mode == INTERACTIVE or sink.notes):
-        emit(sink.text(persona, []))
-    return 0
-
-
-def _report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
-    if report.refused is not None:
-        say(env.stderr, f"{inp.hook}: {inp.persona}: the mail could not be written to Claude Code; it is handed "
-                        f"over again next time")
-    if report.pinned:
-        say(env.stderr, f"{inp.hook}: {inp.persona}: {report.problem}; the cursor stays pinned (what was visible "
-                        f"was handed over)")
-
-
-def stop(inp: HookInput, env: Environment, out: Output) -> int:
-    persona = inp.persona
-    sid = inp.session_id
-    environ = env.environ
-    try:
-        settings = config.load_config_file(environ)
-        cap = max_stop_blocks(environ, settings)
-    except config.ConfigError as exc:
-        say(env.stderr, f"{STOP}: {_failure(exc)}; letting the agent stop")
-        return 0
-    active = inp.data.get("stop_hook_active") is True
-    raw_turn = inp.data.get("prompt_id")
-    turn = raw_turn if isinstance(raw_turn, str) and raw_turn else None
-    # A run of blocks is one turn's: the same prompt_id while the agent goes on because of Stop hooks
-    # (measured on 2.1.197), a new one for the next prompt or wake. Without a prompt_id (older
-    # Claude Code) the run lasts while stop_hook_active is true.
-    try:
-        count = lifecycle.read_blocks(environ, sid, turn) if (sid and active) else 0
-    except lifecycle.LifecycleError:
-        count = 0
-    if active and sid is None:
-        say(env.stderr, f"{STOP}: no valid session id, so consecutive blocks cannot be counted; not blocking "
-                        f"again (unseen mail waits for the next pull)")
-        return 0
-    if count >= cap:
-        if cap:
-            say(env.stderr, f"{STOP}: {persona}: not blocking again after {count} consecutive blocks (the cap is "
-                            f"{cap}); unseen mail waits for the next pull")
-        return 0
-    try:
-        ready = setup(inp.persona, environ)
-    except config.ConfigError as exc:
-        say(env.stderr, f"{STOP}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop")
-        return 0
-    sink = HookSink(lambda text: out.json(block_json(text)))
-    try:
-        report = pull_through(ready.engine, ready.engine.factory, sink)
-    except (ApiError, StateError) as exc:
-        say(env.stderr, f"{STOP}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop "
-                        f"(nothing was acknowledged)")
-        return 0
-    finally:
-        ready.close()
-    _report_problems(inp, env, report)
-    if sink.notes and not report.delivered:
-        for note in sink.notes:
-            say(env.stderr, f"{STOP}: {render.sanitize(note)}")
-    if sid:
-        try:
-            lifecycle.write_blocks(environ, sid, count + 1 if report.delivered else 0, turn)
-        except lifecycle.LifecycleError as exc:
-            say(env.stderr, f"{STOP}: cannot record the block count: {exc}")
-    return 0
+    """The shared session start, telling an interactive session how new mail will wake it."""
+    sentence = waker_sentence(inp, env.environ) if inp.mode == INTERACTIVE else None
+    return handover.session_start(inp, env, out, extra=[sentence] if sentence else ())
 
 
 def prompt(inp: HookInput, env: Environment, out: Output) -> int:
@@ -395,21 +133,17 @@ def prompt(inp: HookInput, env: Environment, out: Output) -> int:
     def emit(text: str) -> bool:
         return out.json(context_json("UserPromptSubmit", text))
 
+    sink = HookSink(emit)
     try:
-        ready = setup(inp.persona, env.environ)
+        report = handover.pull(inp, env, sink)
     except config.ConfigError as exc:
         say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}")
         return 0
-    sink = HookSink(emit)
-    try:
-        report = pull_through(ready.engine, ready.engine.factory, sink)
     except (ApiError, StateError) as exc:
         say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}; the mail is handed over when the turn ends")
         emit(f"Kijito inbox for {render.sanitize(persona)}: the new mail could not be fetched just now "
              f"({_failure(exc)}); it is handed over when this turn ends.")
         return 0
-    finally:
-        ready.close()
     _report_problems(inp, env, report)
     if not report.delivered and report.refused is None:
         emit(render.for_model(persona, [], extra_notes=[

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome
+from kijito_pull.harnesses.base import InstallRequest
+from kijito_pull.harnesses.installkit import PROJECT, USER, Outcome, Result, Wiring
 
 MARKETPLACE = "kijito-pull"
 PLUGIN = "kijito-pull"
 PLUGIN_ID = f"{PLUGIN}@{MARKETPLACE}"
+NAME = "claude"
 HOOK_COMMAND = "kijito-pull hook claude-session-start"  # what the plugin's hooks run (bare, from PATH)
 
 
@@ -133,9 +135,7 @@ def is_ours(data: Any, environ: Mapping[str, str]) -> bool:
 # -- wiring (read-only, for doctor) -----------------------------------------------------------------------
 
 
-def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
-    from kijito_pull.harnesses.registry import Wiring
-
+def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
     command, exists = common.command_executable(HOOK_COMMAND, environ)
     out = []
     here = Path(os.path.abspath(cwd))
@@ -145,10 +145,9 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
                    ("local", folder, folder / ".claude" / "settings.local.json")]
     places.append((USER, here, settings_path(USER, environ, here)))
     for scope, project, path in places:
-        try:
-            data = common.read_json(path).data
-        except InstallError as exc:
-            out.append(Wiring("claude", scope, False, str(path), command, exists, str(exc)))
+        data, problem = common.read_for_wiring(path)
+        if problem is not None:
+            out.append(Wiring(NAME, scope, False, str(path), command, exists, problem))
             continue
         ids = enabled_ids(data)
         details = []
@@ -170,7 +169,7 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
         elif path.exists() and scope != "local":
             details.append("no kijito-pull plugin enabled here")
         if ids or path.exists():
-            out.append(Wiring("claude", scope, bool(ids), str(path), command, exists, "; ".join(details)))
+            out.append(Wiring(NAME, scope, bool(ids), str(path), command, exists, "; ".join(details)))
     return out
 
 
@@ -189,22 +188,23 @@ def _claude(environ: Mapping[str, str], bin_path: str | None) -> str | None:
     return common.which(bin_path, environ) if bin_path else common.which("claude", environ)
 
 
-def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False,
-            bin_path: str | None = None) -> Outcome:
+def add_arguments(parser: Any, action: str) -> None:
+    parser.add_argument("--bin", metavar="PATH", help="the claude executable (default: `claude` on PATH)")
+
+
+def install(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses import plugin_files
 
-    path = settings_path(scope, environ, project)
-    outcome = Outcome("claude", scope, "install", path=path)
-    file = common.read_json(path)
-    folder = plugin_dir(environ)
-    files = plugin_files.claude_plugin_files()
+    outcome, file = common.begin(request, settings_path)
+    scope, environ, project, path = request.scope, request.environ, request.project, outcome.path
+    folder, files = plugin_dir(environ), plugin_files.claude_plugin_files()
     stale = common.materialize(folder, files, dry_run=True)
-    claude = _claude(environ, bin_path)
+    claude = _claude(environ, request.option("bin"))
     market = [claude or "claude", "plugin", "marketplace", "add", str(folder), "--scope", scope]
     plug = [claude or "claude", "plugin", "install", PLUGIN_ID, "--scope", scope]
     done = is_ours(file.data, environ) and _cached_for(scope, project, environ)
     if done and not stale:
-        outcome.result = "already_installed"
+        outcome.result = Result.ALREADY_INSTALLED
         return outcome
     if done:  # a newer kijito-pull: new plugin files, same wiring
         outcome.commands = [[claude or "claude", "plugin", "update", PLUGIN_ID, "--scope", scope]]
@@ -218,44 +218,30 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
     expected = with_ours(file.data, environ)
     expected_bytes = file.edited(expected)
     outcome.diffs.append(common.diff(path, file.raw, expected_bytes))
-    if dry_run:
-        outcome.result = "would_install"
-        if claude is None:
-            outcome.notes.append("the `claude` command is not on PATH: the real install would stop here")
+    if common.dry_run_or_manual(outcome, request.dry_run, claude, "claude",
+                                lambda: MANUAL.format(where="", plugin=folder, scope=scope, plugin_id=PLUGIN_ID)):
         return outcome
-    if claude is None:
-        raise InstallError(MANUAL.format(where="", plugin=folder, scope=scope, plugin_id=PLUGIN_ID), 2)
     common.materialize(folder, files)
-    for argv in outcome.commands:
-        ran = common.run(argv, environ, project)
-        if ran.code != 0:
-            raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
-    after = common.read_json(path)
-    if not is_ours(after.data, environ):
-        raise InstallError(f"Claude Code did not record the plugin in {path}; run `claude plugin list` to see why", 1)
+    common.run_all(outcome.commands, environ, project)
     # Back in the file's own order and style (the commands rewrite it in theirs): what --dry-run showed.
-    final = file.edited(common.reorder_like(after.data, expected))
-    if final != after.raw:
-        common.write_bytes(path, final)
-    if final != file.raw:
-        bak = common.back_up_before_install(path, file.raw, ours_already=bool(enabled_ids(file.data)))
-        if bak:
-            outcome.backups.append(bak)
-    outcome.result = "installed"
+    bak = common.keep_style_after(file, expected, lambda data: is_ours(data, environ),
+                                  f"Claude Code did not record the plugin in {path}; run `claude plugin list` to "
+                                  f"see why", ours_already=bool(enabled_ids(file.data)))
+    if bak:
+        outcome.backups.append(bak)
+    outcome.result = Result.INSTALLED
     return outcome
 
 
-def uninstall(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False,
-              bin_path: str | None = None) -> Outcome:
-    path = settings_path(scope, environ, project)
-    outcome = Outcome("claude", scope, "uninstall", path=path)
-    file = common.read_json(path)
+def uninstall(request: InstallRequest) -> Outcome:
+    outcome, file = common.begin(request, settings_path)
+    scope, environ, project, path = request.scope, request.environ, request.project, outcome.path
     cached = _cached_for(scope, project, environ)
     in_settings = PLUGIN_ID in enabled_ids(file.data) or marketplace_source(file.data) == our_source(environ)
     if not cached and not in_settings:
-        outcome.result = "not_installed"
+        outcome.result = Result.NOT_INSTALLED
         return outcome
-    claude = _claude(environ, bin_path)
+    claude = _claude(environ, request.option("bin"))
     others = [r for r in cached_installs(environ)
               if not (r.get("scope") == scope and (scope == USER or _same_path(r.get("projectPath"), project)))]
     if cached:
@@ -263,19 +249,17 @@ def uninstall(scope: str, environ: Mapping[str, str], project: Path, *, dry_run:
     remove_market = not others and marketplace_source(file.data) == our_source(environ)
     if remove_market:
         outcome.commands.append([claude or "claude", "plugin", "marketplace", "remove", MARKETPLACE, "--scope", scope])
-    if dry_run:
+    if request.dry_run:
         result = without_ours(file.data, environ)
         new, how = common.restore_after_uninstall(file, result, dry_run=True)
         outcome.diffs.append(common.diff(path, file.raw, new))
-        outcome.result = "would_uninstall"
+        outcome.result = Result.WOULD_UNINSTALL
         if claude is None:
             outcome.notes.append("the `claude` command is not on PATH: only the settings file would be edited")
         return outcome
     if claude is not None:
-        for argv in outcome.commands:
-            ran = common.run(argv, environ, project)
-            if ran.code != 0 and "not found" not in ran.output and "not installed" not in ran.output.lower():
-                raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
+        common.run_all(outcome.commands, environ, project, tolerate=lambda _n, ran: "not found" in ran.output
+                       or "not installed" in ran.output.lower())
     else:
         outcome.notes.append("the `claude` command is not on PATH: the settings were edited, but Claude Code's "
                              "plugin cache (~/.claude/plugins) still lists kijito-pull until `claude plugin "
@@ -283,14 +267,10 @@ def uninstall(scope: str, environ: Mapping[str, str], project: Path, *, dry_run:
         outcome.commands = []
     now = common.read_json(path)
     _new, how = common.restore_after_uninstall(file, without_ours(now.data, environ))
-    outcome.notes.append({"restored": f"{path} restored byte for byte from before the install",
-                          "removed": f"{path} removed (it did not exist before the install)",
-                          "edited": f"kijito-pull's entries removed from {path}"}[how.how])
-    if how.backup:
-        outcome.backups.append(how.backup)
+    common.note_restored(outcome, how, "entries")
     if not others and claude is not None and not cached_installs(environ):
         _remove_plugin_dir(environ)
-    outcome.result = "uninstalled"
+    outcome.result = Result.UNINSTALLED
     return outcome
 
 

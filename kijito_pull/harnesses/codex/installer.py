@@ -23,10 +23,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome
+from kijito_pull.harnesses.base import InstallRequest
+from kijito_pull.harnesses.codex import HARNESS
+from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
 
-EVENTS = {"SessionStart": "codex-session-start", "Stop": "codex-stop"}
+NAME = HARNESS.name
+#: Codex event -> the hook of ours that answers it (from the Harness's hook entries).
+EVENTS = {hook.event: hook.name for hook in HARNESS.hooks}
 TIMEOUT = 15  # seconds; the hooks give up within their own 8 s budget
 _OURS = re.compile(r"(?:^|[\s/'\"])(?:kijito-pull|kijito_pull)['\"]?\s+hook\s+(codex-session-start|codex-stop)\b")
 
@@ -139,22 +144,19 @@ def is_installed(data: Any, prefix: Sequence[str] | None = None) -> bool:
 # -- wiring (read-only, for doctor) -----------------------------------------------------------------------
 
 
-def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
-    from kijito_pull.harnesses.registry import Wiring
-
+def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
     project = common.project_root(cwd)
     out = []
     for scope in (PROJECT, USER):
         path = hooks_path(scope, environ, project)
-        try:
-            data = common.read_json(path).data
-        except InstallError as exc:
-            out.append(Wiring("codex", scope, False, str(path), None, False, str(exc)))
+        data, problem = common.read_for_wiring(path)
+        if problem is not None:
+            out.append(Wiring(NAME, scope, False, str(path), None, False, problem))
             continue
         found = our_handlers(data)
         if not found:
             if path.exists():
-                out.append(Wiring("codex", scope, False, str(path), None, False, "no kijito-pull hooks here"))
+                out.append(Wiring(NAME, scope, False, str(path), None, False, "no kijito-pull hooks here"))
             continue
         commands = [h.get("command") for hs in found.values() for h in hs]
         command, exists = common.command_executable(commands[0], environ)
@@ -171,7 +173,7 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
             details.append(f"`{command}` does not exist: run `kijito-pull install codex --{scope}` again")
         if scope == PROJECT:
             details.append("Codex runs a project's hooks only in a trusted project")
-        out.append(Wiring("codex", scope, not missing, str(path), command, exists, "; ".join(details)))
+        out.append(Wiring(NAME, scope, not missing, str(path), command, exists, "; ".join(details)))
     return out
 
 
@@ -183,21 +185,25 @@ def _prefix(command: str | None) -> list[str]:
         try:
             words = shlex.split(command)
         except ValueError as exc:
-            raise InstallError(f"--command: {exc}", 2) from None
+            raise InstallError(f"--command: {exc}", ExitCode.USAGE) from None
         if not words:
-            raise InstallError("--command is empty", 2)
+            raise InstallError("--command is empty", ExitCode.USAGE)
         return words
     return common.this_command()
 
 
-def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False,
-            command: str | None = None) -> Outcome:
-    path = hooks_path(scope, environ, project)
-    outcome = Outcome("codex", scope, "install", path=path)
-    file = common.read_json(path)
-    prefix = _prefix(command)
+def add_arguments(parser: Any, action: str) -> None:
+    if action == "install":
+        parser.add_argument("--command", metavar="CMD",
+                            help="the kijito-pull command the hooks run (default: this installation, by absolute path)")
+
+
+def install(request: InstallRequest) -> Outcome:
+    outcome, file = common.begin(request, hooks_path)
+    environ, path = request.environ, outcome.path
+    prefix = _prefix(request.option("command"))
     if is_installed(file.data, prefix):
-        outcome.result = "already_installed"
+        outcome.result = Result.ALREADY_INSTALLED
         return outcome
     new_data = with_ours(file.data, prefix)
     new = file.edited(new_data)
@@ -209,33 +215,28 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
         outcome.notes.append("the `codex` command is not on PATH (the hooks are written anyway)")
     outcome.notes.append("Codex asks you to review new hooks before they run (/hooks); older Codex versions also "
                          "need `[features] codex_hooks = true` in ~/.codex/config.toml")
-    if dry_run:
-        outcome.result = "would_install"
+    if request.dry_run:
+        outcome.result = Result.WOULD_INSTALL
         return outcome
     bak = common.back_up_before_install(path, file.raw, ours_already=bool(our_handlers(file.data)))
     if bak:
         outcome.backups.append(bak)
     common.write_bytes(path, new)
-    outcome.result = "installed"
+    outcome.result = Result.INSTALLED
     return outcome
 
 
-def uninstall(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False) -> Outcome:
-    path = hooks_path(scope, environ, project)
-    outcome = Outcome("codex", scope, "uninstall", path=path)
-    file = common.read_json(path)
+def uninstall(request: InstallRequest) -> Outcome:
+    outcome, file = common.begin(request, hooks_path)
+    path = outcome.path
     if not our_handlers(file.data):
-        outcome.result = "not_installed"
+        outcome.result = Result.NOT_INSTALLED
         return outcome
-    new, how = common.restore_after_uninstall(file, without_ours(file.data), dry_run=dry_run)
+    new, how = common.restore_after_uninstall(file, without_ours(file.data), dry_run=request.dry_run)
     outcome.diffs.append(common.diff(path, file.raw, new))
-    if dry_run:
-        outcome.result = "would_uninstall"
+    if request.dry_run:
+        outcome.result = Result.WOULD_UNINSTALL
         return outcome
-    outcome.notes.append({"restored": f"{path} restored byte for byte from before the install",
-                          "removed": f"{path} removed (it did not exist before the install)",
-                          "edited": f"kijito-pull's hooks removed from {path}"}[how.how])
-    if how.backup:
-        outcome.backups.append(how.backup)
-    outcome.result = "uninstalled"
+    common.note_restored(outcome, how, "hooks")
+    outcome.result = Result.UNINSTALLED
     return outcome

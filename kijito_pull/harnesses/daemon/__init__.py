@@ -1,1 +1,15 @@
-"""The supervised daemon: systemd/launchd templates and their installer."""
+"""The supervised daemon: systemd/launchd templates and their installer.
+
+`HARNESS` is the daemon's side of the Harness contract (kijito_pull.harnesses.base): no hooks, no
+scopes (one unit per user and persona), and its own doctor finding. Standard library only.
+"""
+
+from kijito_pull.harnesses.base import Harness
+
+HARNESS = Harness(
+    "daemon", "the daemon",
+    installer="kijito_pull.harnesses.daemon.installer",
+    install_help="`kijito-pull watch` for one persona as a systemd user unit or launchd agent",
+    scopes=(),
+    wiring_check="kijito_pull.harnesses.daemon.checks:wiring_finding",
+)

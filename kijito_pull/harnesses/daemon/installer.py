@@ -20,12 +20,16 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses.installkit import USER, InstallError, Outcome
+from kijito_pull.harnesses.base import InstallRequest
+from kijito_pull.harnesses.installkit import USER, InstallError, Outcome, Result, Wiring
+
+NAME = "daemon"
 
 SYSTEMD = "systemd"
 LAUNCHD = "launchd"
@@ -91,9 +95,7 @@ def _plist_program(text: str) -> str | None:
 # -- wiring (read-only, for doctor) -----------------------------------------------------------------------
 
 
-def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
-    from kijito_pull.harnesses.registry import Wiring
-
+def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
     out = []
     unit = unit_path(environ)
     text = _read_text(unit)
@@ -110,7 +112,7 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
                   else "not enabled for any persona (`kijito-pull install daemon --persona NAME`)")
         if not token_path(SYSTEMD, environ).is_file():
             detail += f"; no token file at {token_path(SYSTEMD, environ)}"
-        out.append(Wiring("daemon", USER, True, str(unit), command, exists, detail))
+        out.append(Wiring(NAME, USER, True, str(unit), command, exists, detail))
     try:
         plists = sorted(agents_dir(environ).glob("com.kijito.pull.*.plist"))
     except OSError:
@@ -119,7 +121,7 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
         text = _read_text(plist) or ""
         program = _plist_program(text)
         exists = bool(program) and common.which(program, environ) is not None
-        out.append(Wiring("daemon", USER, True, str(plist), program, exists, "launchd agent"))
+        out.append(Wiring(NAME, USER, True, str(plist), program, exists, "launchd agent"))
     return out
 
 
@@ -145,11 +147,11 @@ def resolve_persona(persona: str | None, environ: Mapping[str, str], cwd: str) -
         persona = found.persona if found.opted_in and found.persona else None
     if not persona:
         raise InstallError("which persona? Pass --persona NAME (or set KIJITO_PERSONA, or run this in a project "
-                           "that opts in with an `inbox persona:` line)", 2)
+                           "that opts in with an `inbox persona:` line)", ExitCode.USAGE)
     try:
         return config.validate_persona(persona)
     except config.ConfigError as exc:
-        raise InstallError(str(exc), 2) from None
+        raise InstallError(str(exc), ExitCode.USAGE) from None
 
 
 def _user(environ: Mapping[str, str]) -> str:
@@ -188,12 +190,24 @@ def _token_note(system: str, environ: Mapping[str, str]) -> str | None:
             f"    (umask 077; printf '%s\\n' \"$KIJITOMON_TOKEN\" > {shlex.quote(str(path))})")
 
 
-def install(environ: Mapping[str, str], cwd: str, *, persona: str | None = None, system: str | None = None,
-            dry_run: bool = False) -> Outcome:
+def add_arguments(parser: Any, action: str) -> None:
+    parser.add_argument("--persona", metavar="NAME",
+                        help="the persona to watch (default: $KIJITO_PERSONA, else this project's)")
+    parser.add_argument("--system", choices=(SYSTEMD, LAUNCHD),
+                        help="the supervisor (default: launchd on macOS, else systemd)")
+
+
+def _target(request: InstallRequest) -> tuple[Mapping[str, str], str, str, str, bool]:
+    """(environ, cwd, system, persona, dry_run) of a request; the daemon has no scope and no project."""
+    system = request.option("system") or default_system()
+    persona = resolve_persona(request.option("persona"), request.environ, request.cwd)
+    return request.environ, request.cwd, system, persona, request.dry_run
+
+
+def install(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses.daemon import supervision
 
-    system = system or default_system()
-    persona = resolve_persona(persona, environ, cwd)
+    environ, cwd, system, persona, dry_run = _target(request)
     here = Path(cwd)
     if system == SYSTEMD:
         path = unit_path(environ)
@@ -207,7 +221,7 @@ def install(environ: Mapping[str, str], cwd: str, *, persona: str | None = None,
         tool = common.which("launchctl", environ)
         domain = f"gui/{os.getuid()}"
         name = f"{domain}/{supervision.launchd_label(persona)}"
-    outcome = Outcome("daemon", USER, "install", path=path)
+    outcome = Outcome(NAME, USER, "install", path=path)
     before = common.read_bytes(path)
     changed = before != text
     if system == SYSTEMD:
@@ -228,9 +242,9 @@ def install(environ: Mapping[str, str], cwd: str, *, persona: str | None = None,
         outcome.notes.append(note)
     if running:
         outcome.commands = []
-        outcome.result = "already_installed"
+        outcome.result = Result.ALREADY_INSTALLED
     elif dry_run:
-        outcome.result = "would_install"
+        outcome.result = Result.WOULD_INSTALL
     if system == SYSTEMD:
         outcome.notes.append(lingering(environ, here))
     else:
@@ -240,18 +254,15 @@ def install(environ: Mapping[str, str], cwd: str, *, persona: str | None = None,
     if tool is None:
         what = "systemctl (systemd)" if system == SYSTEMD else "launchctl (launchd)"
         raise InstallError(f"{what} is not on PATH: save the unit with `kijito-pull install daemon --dry-run` "
-                           f"and follow the steps in its header (or pass --system)", 2)
+                           f"and follow the steps in its header (or pass --system)", ExitCode.USAGE)
     if changed:
         if before is not None:
             bak = common.timestamped_backup(path)
             common.write_bytes(bak, before)
             outcome.backups.append(bak)
         common.write_bytes(path, text, 0o644)
-    for argv in outcome.commands:
-        ran = common.run(argv, environ, here, 60)
-        if ran.code != 0:
-            raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
-    outcome.result = "installed"
+    common.run_all(outcome.commands, environ, here, 60)
+    outcome.result = Result.INSTALLED
     return outcome
 
 
@@ -260,21 +271,19 @@ def _query(argv: list[str], environ: Mapping[str, str], cwd: Path) -> str:
     return ran.output.strip().splitlines()[0] if ran.output.strip() else ""
 
 
-def uninstall(environ: Mapping[str, str], cwd: str, *, persona: str | None = None, system: str | None = None,
-              dry_run: bool = False) -> Outcome:
+def uninstall(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses.daemon import supervision
 
-    system = system or default_system()
-    persona = resolve_persona(persona, environ, cwd)
+    environ, cwd, system, persona, dry_run = _target(request)
     here = Path(cwd)
     if system == SYSTEMD:
         path = unit_path(environ)
         tool = common.which("systemctl", environ)
         ctl = [tool or "systemctl", "--user"]
         others = [p for p in enabled_personas(environ) if p != persona]
-        outcome = Outcome("daemon", USER, "uninstall", path=path)
+        outcome = Outcome(NAME, USER, "uninstall", path=path)
         if not path.exists() and persona not in enabled_personas(environ):
-            outcome.result = "not_installed"
+            outcome.result = Result.NOT_INSTALLED
             return outcome
         outcome.commands.append(ctl + ["disable", "--now", instance(persona)])
         remove = not others and path.exists()
@@ -286,9 +295,9 @@ def uninstall(environ: Mapping[str, str], cwd: str, *, persona: str | None = Non
     else:
         path = agents_dir(environ) / supervision.launchd_filename(persona)
         tool = common.which("launchctl", environ)
-        outcome = Outcome("daemon", USER, "uninstall", path=path)
+        outcome = Outcome(NAME, USER, "uninstall", path=path)
         if not path.exists():
-            outcome.result = "not_installed"
+            outcome.result = Result.NOT_INSTALLED
             return outcome
         label = supervision.launchd_label(persona)
         outcome.commands.append([tool or "launchctl", "bootout", f"gui/{os.getuid()}/{label}"])
@@ -296,21 +305,20 @@ def uninstall(environ: Mapping[str, str], cwd: str, *, persona: str | None = Non
         outcome.diffs.append(common.diff(path, common.read_bytes(path), None))
     outcome.notes.append(f"kept: the token file ({token_path(system, environ)}) and the events file")
     if dry_run:
-        outcome.result = "would_uninstall"
+        outcome.result = Result.WOULD_UNINSTALL
         return outcome
     if tool is None:
-        raise InstallError(("systemctl" if system == SYSTEMD else "launchctl") + " is not on PATH", 2)
-    for n, argv in enumerate(outcome.commands):
+        raise InstallError(("systemctl" if system == SYSTEMD else "launchctl") + " is not on PATH", ExitCode.USAGE)
+
+    def before(argv: Sequence[str]) -> None:
         if remove and system == SYSTEMD and argv[-1] == "daemon-reload":
             _unlink(path)
-        ran = common.run(argv, environ, here, 60)
-        if ran.code != 0 and n == 0 and system == LAUNCHD:
-            continue  # not loaded: nothing to boot out
-        if ran.code != 0 and n > 0:
-            raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
+
+    # The first command (disable / bootout) may fail harmlessly: the unit was not enabled or loaded.
+    common.run_all(outcome.commands, environ, here, 60, tolerate=lambda n, _ran: n == 0, before=before)
     if remove and system == LAUNCHD:
         _unlink(path)
-    outcome.result = "uninstalled"
+    outcome.result = Result.UNINSTALLED
     return outcome
 
 

@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome
+from kijito_pull.harnesses.base import InstallRequest
+from kijito_pull.harnesses.installkit import PROJECT, USER, Outcome, Result, Wiring
+
+NAME = "pi"
 
 PACKAGE_NAME = "kijito-pull"
 EXTENSION = "kijito-pull.ts"
@@ -99,9 +102,7 @@ def bin_command(environ: Mapping[str, str]) -> str:
 # -- wiring (read-only, for doctor) -----------------------------------------------------------------------
 
 
-def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
-    from kijito_pull.harnesses.registry import Wiring
-
+def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
     command, exists = common.command_executable(bin_command(environ), environ)
     if " " in bin_command(environ) and not exists:  # KIJITO_PULL_BIN is one path, spaces and all
         command, exists = bin_command(environ), common.which(bin_command(environ), environ) is not None
@@ -110,10 +111,9 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
     places = [(PROJECT, folder) for folder in common.project_dirs(cwd)] + [(USER, here)]
     for scope, project in places:
         path = settings_path(scope, environ, project)
-        try:
-            data = common.read_json(path).data
-        except InstallError as exc:
-            out.append(Wiring("pi", scope, False, str(path), command, exists, str(exc)))
+        data, problem = common.read_for_wiring(path)
+        if problem is not None:
+            out.append(Wiring(NAME, scope, False, str(path), command, exists, problem))
             continue
         details = []
         entries = our_entries(data, path, environ)
@@ -131,10 +131,10 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Any]:
         if entries and not exists:
             details.append("the extension runs `kijito-pull` ($KIJITO_PULL_BIN, else PATH), and it is not found")
         if entries or path.exists():
-            out.append(Wiring("pi", scope, bool(entries), str(path), command, exists, "; ".join(details)))
+            out.append(Wiring(NAME, scope, bool(entries), str(path), command, exists, "; ".join(details)))
         copied = extensions_dir(scope, environ, project) / EXTENSION
         if copied.is_file():
-            out.append(Wiring("pi", scope, True, str(copied), command, exists, "the extension file, copied by hand"))
+            out.append(Wiring(NAME, scope, True, str(copied), command, exists, "the extension file, copied by hand"))
     return out
 
 
@@ -154,7 +154,7 @@ def _pi(environ: Mapping[str, str], bin_path: str | None) -> str | None:
 
 
 def _major(pi: str, environ: Mapping[str, str], project: Path) -> int | None:
-    ran = common.run([pi, "--version"], {**environ, "PI_OFFLINE": environ.get("PI_OFFLINE", "1")}, project, 60)
+    ran = common.run([pi, "--version"], _offline(environ), project, 60)
     match = re.search(r"(\d+)\.(\d+)", ran.output)
     return int(match.group(1)) if ran.code == 0 and match else None
 
@@ -168,24 +168,31 @@ def _argv(pi: str | None, verb: str, scope: str, package: Path, major: int | Non
     return argv
 
 
-def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False,
-            bin_path: str | None = None) -> Outcome:
+def add_arguments(parser: Any, action: str) -> None:
+    parser.add_argument("--bin", metavar="PATH", help="the pi executable (default: `pi` on PATH)")
+
+
+def _offline(environ: Mapping[str, str]) -> dict[str, str]:
+    """pi's commands, kept from reaching the network (PI_OFFLINE=1 unless the caller chose otherwise)."""
+    return {**environ, "PI_OFFLINE": environ.get("PI_OFFLINE", "1")}
+
+
+def install(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses import plugin_files
 
-    path = settings_path(scope, environ, project)
-    outcome = Outcome("pi", scope, "install", path=path)
-    file = common.read_json(path)
-    folder = package_dir(environ)
-    files = plugin_files.pi_files()
+    outcome, file = common.begin(request, settings_path)
+    scope, environ, project, path = request.scope, request.environ, request.project, outcome.path
+    folder, files = package_dir(environ), plugin_files.pi_files()
     stale = common.materialize(folder, files, dry_run=True)
     mine = our_entries(file.data, path, environ, only_ours=True)
     outcome.notes.append(f"package files: {folder}" + (f" ({', '.join(stale)} new)" if stale else ""))
     if mine:
-        if stale and not dry_run:
+        if stale and not request.dry_run:
             common.materialize(folder, files)
-        outcome.result = ("would_update" if dry_run else "updated") if stale else "already_installed"
+        updated = Result.WOULD_UPDATE if request.dry_run else Result.UPDATED
+        outcome.result = updated if stale else Result.ALREADY_INSTALLED
         return outcome
-    pi = _pi(environ, bin_path)
+    pi = _pi(environ, request.option("bin"))
     major = _major(pi, environ, project) if pi else None
     outcome.commands = [_argv(pi, "install", scope, folder, major)]
     expected = json.loads(json.dumps(file.data))
@@ -201,31 +208,18 @@ def install(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: b
     if scope == PROJECT:
         outcome.notes.append("pi 1.x loads a project's packages only in a trusted project (/trust in pi, or "
                              "start it with --approve)")
-    if dry_run:
-        outcome.result = "would_install"
-        if pi is None:
-            outcome.notes.append("the `pi` command is not on PATH: the real install would stop here")
+    if common.dry_run_or_manual(outcome, request.dry_run, pi, "pi", lambda: MANUAL.format(
+            package=folder, flag="-l " if scope == PROJECT else "", extension=folder / "extensions" / EXTENSION,
+            extensions=extensions_dir(scope, environ, project))):
         return outcome
-    if pi is None:
-        raise InstallError(MANUAL.format(package=folder, flag="-l " if scope == PROJECT else "",
-                                         extension=folder / "extensions" / EXTENSION,
-                                         extensions=extensions_dir(scope, environ, project)), 2)
     common.materialize(folder, files)
-    for argv in outcome.commands:
-        ran = common.run(argv, {**environ, "PI_OFFLINE": environ.get("PI_OFFLINE", "1")}, project)
-        if ran.code != 0:
-            raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
-    after = common.read_json(path)
-    if not our_entries(after.data, path, environ, only_ours=True):
-        raise InstallError(f"pi did not record the package in {path}; run `pi list` to see why", 1)
-    final = file.edited(common.reorder_like(after.data, expected))
-    if final != after.raw:
-        common.write_bytes(path, final)
-    if final != file.raw:
-        bak = common.back_up_before_install(path, file.raw, ours_already=False)
-        if bak:
-            outcome.backups.append(bak)
-    outcome.result = "installed"
+    common.run_all(outcome.commands, _offline(environ), project)
+    bak = common.keep_style_after(file, expected, lambda data: bool(our_entries(data, path, environ, only_ours=True)),
+                                  f"pi did not record the package in {path}; run `pi list` to see why",
+                                  ours_already=False)
+    if bak:
+        outcome.backups.append(bak)
+    outcome.result = Result.INSTALLED
     return outcome
 
 
@@ -237,44 +231,37 @@ def without_ours(data: dict[str, Any], path: Path, environ: Mapping[str, str]) -
     return out
 
 
-def uninstall(scope: str, environ: Mapping[str, str], project: Path, *, dry_run: bool = False,
-              bin_path: str | None = None) -> Outcome:
-    path = settings_path(scope, environ, project)
-    outcome = Outcome("pi", scope, "uninstall", path=path)
-    file = common.read_json(path)
+def uninstall(request: InstallRequest) -> Outcome:
+    outcome, file = common.begin(request, settings_path)
+    scope, environ, project, path = request.scope, request.environ, request.project, outcome.path
     if not our_entries(file.data, path, environ, only_ours=True):
-        outcome.result = "not_installed"
+        outcome.result = Result.NOT_INSTALLED
         others = our_entries(file.data, path, environ)
         if others:
             outcome.notes.append(f"{path} lists a kijito-pull package kijito-pull did not install "
                                  f"({_source(others[0])}); `pi remove {_source(others[0])}` removes it")
         return outcome
-    pi = _pi(environ, bin_path)
-    if dry_run:
+    pi = _pi(environ, request.option("bin"))
+    if request.dry_run:
         major = _major(pi, environ, project) if pi else None
         outcome.commands = [_argv(pi, "remove", scope, package_dir(environ), major)]
         new, _how = common.restore_after_uninstall(file, without_ours(file.data, path, environ), dry_run=True)
         outcome.diffs.append(common.diff(path, file.raw, new))
-        outcome.result = "would_uninstall"
+        outcome.result = Result.WOULD_UNINSTALL
         return outcome
     if pi is not None:
         argv = _argv(pi, "remove", scope, package_dir(environ), _major(pi, environ, project))
         outcome.commands = [argv]
-        ran = common.run(argv, {**environ, "PI_OFFLINE": environ.get("PI_OFFLINE", "1")}, project)
-        if ran.code != 0 and "No matching package" not in ran.output:
-            raise InstallError(f"`{common.shown(argv)}` failed (exit {ran.code}): {ran.output[-800:]}", 1)
+        common.run_all(outcome.commands, _offline(environ), project,
+                       tolerate=lambda _n, ran: "No matching package" in ran.output)
     else:
         outcome.notes.append("the `pi` command is not on PATH: the package was taken out of the settings file "
                              "directly")
     now = common.read_json(path)
     _new, how = common.restore_after_uninstall(file, without_ours(now.data, path, environ))
-    outcome.notes.append({"restored": f"{path} restored byte for byte from before the install",
-                          "removed": f"{path} removed (it did not exist before the install)",
-                          "edited": f"kijito-pull's package removed from {path}"}[how.how])
-    if how.backup:
-        outcome.backups.append(how.backup)
+    common.note_restored(outcome, how, "package")
     if package_dir(environ).exists():
         outcome.notes.append(f"kept: the package files in {package_dir(environ)} (other projects' installs may "
                              f"use them; nothing loads them otherwise)")
-    outcome.result = "uninstalled"
+    outcome.result = Result.UNINSTALLED
     return outcome

@@ -1,0 +1,372 @@
+"""The hand-over both hook harnesses share (Claude Code and Codex): one pull through the shared engine,
+its text handed to the harness as one JSON object, the cursor acknowledged only once that object is
+written and flushed (`delivery.pull_through` with a batch sink).
+
+    session_start   SessionStart: waiting mail as `additionalContext`
+    stop            Stop: unseen mail blocks the stop (`{"decision": "block", "reason": ...}`), at most
+                    `max_stop_blocks` times in a row per session; never twice for the same mail
+    answer          runs one of them inside a budget (`Output`): if nothing was written when the budget
+                    runs out, one stderr line and exit 0, with the harness's "nothing to do" answer
+
+What differs between harnesses is read from the hook's Harness (`inp.harness`, kijito_pull.harnesses.base):
+its title in messages, its "nothing to do" answer (`""` Claude Code, `{}` Codex). Each harness's own
+adapter (kijito_pull.harnesses.claude.hooks, kijito_pull.harnesses.codex.hooks) picks the handler
+and adds what only it has (Claude Code's waker sentence, its doorbell prompt). Every failure becomes
+one stderr line and exit 0, so a broken inbox never wedges or breaks an agent session. The layers
+are in docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from kijito_pull.cli.environment import Environment
+from kijito_pull.core import config, paths, render
+from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.delivery import PullReport, pull_through
+from kijito_pull.core.engine import Engine
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.sink import Sink
+from kijito_pull.core.state import StateError, StateStore
+from kijito_pull.harnesses.base import INTERACTIVE
+from kijito_pull.harnesses.hookgate import HookInput, say
+from kijito_pull.harnesses.session import lifecycle
+
+BUDGET_ENV = "KIJITO_PULL_HOOK_BUDGET"
+DEFAULT_BUDGET = 8.0
+MAX_BLOCKS_ENV = "KIJITO_PULL_MAX_STOP_BLOCKS"
+DEFAULT_MAX_BLOCKS = 3
+MAX_BLOCKS_LIMIT = 100
+HOOK_TIMEOUT = 3.0  # per HTTP request of a synchronous hook
+HOOK_DEADLINE = 4.0  # retries of one request stop after this
+
+
+# -- settings ---------------------------------------------------------------------------------------------
+
+
+def hook_budget(environ: Mapping[str, str]) -> float:
+    raw = environ.get(BUDGET_ENV, "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_BUDGET
+    except ValueError:
+        return DEFAULT_BUDGET
+    return min(max(value, 0.5), 9.5)
+
+
+def max_stop_blocks(environ: Mapping[str, str], settings: Mapping[str, Any]) -> int:
+    """The cap on consecutive Stop blocks: $KIJITO_PULL_MAX_STOP_BLOCKS, else `max_stop_blocks` in
+    the config file, else 3. 0 means the Stop hook never blocks."""
+    raw: Any = environ.get(MAX_BLOCKS_ENV, "").strip() or settings.get("max_stop_blocks")
+    if raw is None or raw == "":
+        return DEFAULT_MAX_BLOCKS
+    try:
+        value = int(raw)
+        if isinstance(raw, bool) or value < 0 or value > MAX_BLOCKS_LIMIT:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise config.ConfigError(f"max_stop_blocks must be a whole number from 0 to {MAX_BLOCKS_LIMIT}, "
+                                 f"not {str(raw)[:20]!r} (from ${MAX_BLOCKS_ENV} or the config file)") from None
+    return value
+
+
+@dataclass
+class Setup:
+    """One persona's engine for one hook run."""
+
+    engine: Engine
+    client: KijitoClient
+    api_base: str
+    token: str
+    auth_header: str | None
+    settings: dict[str, Any]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def setup(persona: str, environ: Mapping[str, str], *, timeout: float = HOOK_TIMEOUT,
+          attempts: int = 2, deadline: float = HOOK_DEADLINE) -> Setup:
+    """Raises ConfigError (no token, bad API base, bad config file) before any request is sent."""
+    settings = config.load_config_file(environ)
+    api_base = config.resolve_api_base(None, environ, settings.get("api_base"))
+    token = config.resolve_token(None, environ, settings.get("token_file"))
+    header = config.validate_auth_header(settings.get("auth_header"))
+    consumer = config.validate_consumer(str(settings.get("consumer") or config.DEFAULT_CONSUMER))
+    persona = config.validate_persona(persona)
+    client = KijitoClient(api_base, token, auth_header=header, timeout=timeout, attempts=attempts,
+                          deadline=deadline)
+    store = StateStore(*paths.cursor_paths(environ, api_base, persona, consumer),
+                       identity={"api_base": api_base, "persona": persona, "consumer": consumer})
+    engine = Engine(client, store, EventFactory(), persona=persona, consumer=consumer, lock_timeout=2.0)
+    return Setup(engine, client, api_base, token, header, settings)
+
+
+# -- output -----------------------------------------------------------------------------------------------
+
+
+class Output:
+    """Hook stdout with a budget: if nothing was written when the budget runs out, the process says
+    why on stderr and exits 0 (the agent goes on; nothing was acknowledged). Once writing has begun
+    the watchdog stands down, so a message is never half handed over."""
+
+    def __init__(self, stdout: IO[str], stderr: IO[str], hook: str, budget: float | None,
+                 exit_fn: Callable[[int], None] = os._exit, nothing: str = ""):
+        self.stdout = stdout
+        self.stderr = stderr
+        self.hook = hook
+        self.budget = budget
+        self._exit = exit_fn
+        self.nothing = nothing  # the harness's "nothing to do" ("" writes nothing)
+        self._lock = threading.Lock()
+        self._started = False
+        self._expired = False
+        self._timer: threading.Timer | None = None
+        self.written: list[dict[str, Any]] = []
+
+    def __enter__(self) -> Output:
+        if self.budget is not None:
+            self._timer = threading.Timer(self.budget, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._expired = True
+            self._started = bool(self.nothing)
+        say(self.stderr, f"{self.hook}: gave up after {self.budget:g} s (the Kijito server is slow or unreachable); "
+                         f"nothing was acknowledged, unseen mail waits for the next pull")
+        if self.nothing:
+            self._write(self.nothing)
+        self._exit(0)
+
+    def _write(self, text: str) -> bool:
+        try:
+            self.stdout.write(text)
+            self.stdout.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def nothing_if_silent(self) -> None:
+        """The harness's "nothing to do", unless something (or it) was written already."""
+        with self._lock:
+            if self._expired or self._started or not self.nothing:
+                return
+            self._started = True
+        self._write(self.nothing)
+
+    def json(self, obj: dict[str, Any]) -> bool:
+        """Write the run's one JSON object; True only once it is written and flushed (the consumer took it).
+
+        Only the first call writes: the harness reads stdout as one object, so a later one (the failure
+        note of a pull whose ack could not be saved after its mail was written) is refused, not appended.
+        """
+        with self._lock:
+            if self._expired or self._started:
+                return False
+            self._started = True
+        if not self._write(json.dumps(obj) + "\n"):
+            return False
+        self.written.append(obj)
+        return True
+
+
+def context_json(event: str, text: str, system_message: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    if system_message:
+        out["systemMessage"] = system_message
+    return out
+
+
+def block_json(reason: str) -> dict[str, Any]:
+    return {"decision": "block", "reason": reason}
+
+
+def _note(event: dict[str, Any]) -> str:
+    """A diagnostic event (pin, corrupt state, capped replay...) as one plain line for the model."""
+    kind = event.get("event", "note")
+    detail = event.get("reason")
+    if not detail:
+        parts = [f"{k} {event[k]}" for k in ("dropped", "capped_to", "redelivered", "seeded") if k in event]
+        detail = ", ".join(parts) or "see `kijito-pull status`"
+    return f"kijito-pull note ({kind}): {detail}."
+
+
+class HookSink(Sink):
+    """Takes a whole pull at once: the rendered text goes out in one JSON write, then all is acknowledged."""
+
+    batch = True
+
+    def __init__(self, emit: Callable[[str], bool], extra_notes: Sequence[str] = ()):
+        self.emit = emit
+        self.extra = [n for n in extra_notes if n]
+        self.notes: list[str] = []
+
+    def signal(self, event: dict) -> None:
+        self.notes.append(_note(event))
+
+    def text(self, persona: str, messages: Sequence[Message]) -> str:
+        return render.for_model(persona, messages, extra_notes=[*self.notes, *self.extra])
+
+    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> bool:
+        return self.emit(self.text(persona, messages))
+
+
+# -- the hand-over ----------------------------------------------------------------------------------------
+
+
+def title(inp: HookInput) -> str:
+    """The harness's name in messages ("Claude Code", "Codex")."""
+    return inp.harness.title if inp.harness is not None else "Claude Code"
+
+
+def nothing(inp: HookInput) -> str:
+    return inp.harness.nothing if inp.harness is not None else ""
+
+
+def answer(inp: HookInput, env: Environment, handler: Callable[[HookInput, Environment, Output], int], *,
+           exit_fn: Callable[[int], None] = os._exit, after: Callable[[], None] | None = None) -> int:
+    """Run one hand-over `handler` inside the hook budget. Never raises: a problem is one stderr line and
+    exit 0; whatever happens, the harness gets its "nothing to do" answer when nothing else was written.
+    `after` runs once the handler is done, whatever it did (e.g. Claude Code's waker sync note)."""
+    out: Output | None = None
+    code = 0
+    try:
+        try:
+            with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn,
+                        nothing=nothing(inp)) as out:
+                code = handler(inp, env, out)
+        finally:
+            if after is not None:
+                after()
+    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
+        say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
+        code = 0
+    if out is None:
+        from kijito_pull.harnesses.hookgate import answer_nothing
+
+        answer_nothing(env.stdout, nothing(inp))
+    else:
+        out.nothing_if_silent()
+    return code
+
+
+def pull(inp: HookInput, env: Environment, sink: HookSink) -> PullReport:
+    """One pull for the hook's persona through `sink`: the mail it takes is acknowledged. Raises
+    ConfigError (nothing was sent), ApiError or StateError (nothing was acknowledged)."""
+    ready = setup(inp.persona, env.environ)
+    try:
+        return pull_through(ready.engine, ready.engine.factory, sink)
+    finally:
+        ready.close()
+
+
+def _failure(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.rstrip(".")
+
+
+def session_start(inp: HookInput, env: Environment, out: Output, extra: Sequence[str] = ()) -> int:
+    """Waiting mail as the session's context. `extra`: the harness's own notes for the model (Claude
+    Code's sentence on how new mail wakes the session). An interactive session is always told
+    something, even "no mail"."""
+    persona = inp.persona
+    extra = [n for n in extra if n]
+
+    def emit(text: str) -> bool:
+        return out.json(context_json("SessionStart", text))
+
+    sink = HookSink(emit, extra)
+    try:
+        report = pull(inp, env, sink)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{inp.hook}: {persona}: {_failure(exc)}")
+        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
+            f"The Kijito inbox for {persona} was not checked at session start: {_failure(exc)}.", *extra]),
+            system_message=f"kijito-pull: the Kijito inbox for {persona} was not checked: {_failure(exc)}"))
+        return 0
+    except (ApiError, StateError) as exc:
+        say(env.stderr, f"{inp.hook}: {persona}: {_failure(exc)}; nothing was acknowledged")
+        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
+            f"The Kijito inbox for {persona} could not be read at session start ({_failure(exc)}); unseen mail "
+            f"is handed over later.", *extra])))
+        return 0
+    _report_problems(inp, env, report)
+    if not report.delivered and report.refused is None and (inp.mode == INTERACTIVE or sink.notes):
+        emit(sink.text(persona, []))
+    return 0
+
+
+def _report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
+    if report.refused is not None:
+        say(env.stderr, f"{inp.hook}: {inp.persona}: the mail could not be written to {title(inp)}; it is "
+                        f"handed over again next time")
+    if report.pinned:
+        say(env.stderr, f"{inp.hook}: {inp.persona}: {report.problem}; the cursor stays pinned (what was visible "
+                        f"was handed over)")
+
+
+def stop(inp: HookInput, env: Environment, out: Output) -> int:
+    persona = inp.persona
+    sid = inp.session_id
+    environ = env.environ
+    try:
+        settings = config.load_config_file(environ)
+        cap = max_stop_blocks(environ, settings)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{inp.hook}: {_failure(exc)}; letting the agent stop")
+        return 0
+    active = inp.data.get("stop_hook_active") is True
+    raw_turn = inp.data.get("prompt_id")
+    turn = raw_turn if isinstance(raw_turn, str) and raw_turn else None
+    # A run of blocks is one turn's: the same prompt_id while the agent goes on because of Stop hooks
+    # (measured on 2.1.197), a new one for the next prompt or wake. Without a prompt_id (older
+    # Claude Code) the run lasts while stop_hook_active is true.
+    try:
+        count = lifecycle.read_blocks(environ, sid, turn) if (sid and active) else 0
+    except lifecycle.LifecycleError:
+        count = 0
+    if active and sid is None:
+        say(env.stderr, f"{inp.hook}: no valid session id, so consecutive blocks cannot be counted; not blocking "
+                        f"again (unseen mail waits for the next pull)")
+        return 0
+    if count >= cap:
+        if cap:
+            say(env.stderr, f"{inp.hook}: {persona}: not blocking again after {count} consecutive blocks (the cap is "
+                            f"{cap}); unseen mail waits for the next pull")
+        return 0
+    sink = HookSink(lambda text: out.json(block_json(text)))
+    try:
+        report = pull(inp, env, sink)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop")
+        return 0
+    except (ApiError, StateError) as exc:
+        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop "
+                        f"(nothing was acknowledged)")
+        return 0
+    _report_problems(inp, env, report)
+    if sink.notes and not report.delivered:
+        for note in sink.notes:
+            say(env.stderr, f"{inp.hook}: {render.sanitize(note)}")
+    if sid:
+        try:
+            lifecycle.write_blocks(environ, sid, count + 1 if report.delivered else 0, turn)
+        except lifecycle.LifecycleError as exc:
+            say(env.stderr, f"{inp.hook}: cannot record the block count: {exc}")
+    return 0
+
+
