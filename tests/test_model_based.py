@@ -460,12 +460,25 @@ class EngineModel(RuleBasedStateMachine):
             assert min(first_time) > floor, (
                 f"first delivery of {min(first_time)} after {floor} with no pin and no damage")
 
+        # First contact walks back past the newest window: on an honest server, with a walk that finished
+        # and a consumer that took everything, every unread message up to --max-replay was handed over.
+        if pull.mode == FIRST_CONTACT and not self.server.fired and refuse_at is None and pull.coverage.complete:
+            unread = sorted(i for i, sender in self.sent.items()
+                            if sender != PERSONA and not self.server.rows[i]["read"])
+            expected = unread[-self.max_replay:] if self.max_replay else []
+            assert set(expected) <= set(taken), (
+                f"first contact left unread {sorted(set(expected) - set(taken))} behind (max_replay {self.max_replay})")
+
         # What the design lets this pull leave behind must be allowed and announced.
         after = self.store.load()
         if pull.mode == NORMAL:
             assert after.corrupt_reason is None and after.state is not None
         if after.state is not None and after.state.cursor is not None and pull.mode in (FIRST_CONTACT, CORRUPT):
-            left = {i for i in self.obligations if i <= after.state.cursor} - set(self.deliveries) - self.exempt
+            # First contact accounts for what it leaves behind below the cursor and, when its consumer
+            # stopped early, above it (remembered in delivered_above so it is never handed over later).
+            accounted = {i for i in self.obligations
+                         if i <= after.state.cursor or i in after.state.delivered_above}
+            left = accounted - set(self.deliveries) - self.exempt
             visible = {m.id: m for m in newest.messages}
             capped = {i for s in sink.signals if s["event"] == "replay_capped" for i in s["ids"]}
             for i in left:
@@ -489,7 +502,7 @@ class EngineModel(RuleBasedStateMachine):
         if after.state is not None and after.state.cursor is not None:
             skipped = {i for i in self.obligations if i <= after.state.cursor} - set(self.deliveries) - self.exempt
             assert not skipped, f"cursor {after.state.cursor} passed {sorted(skipped)}, never delivered ({pull.mode})"
-            assert set(after.state.delivered_above) <= set(self.deliveries), after.state
+            assert set(after.state.delivered_above) <= set(self.deliveries) | self.exempt, after.state
         return sink, pull
 
     # -- rules: the world ----------------------------------------------------------------------------

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.models import ApiError, InboxPage, Message
+from kijito_pull.core.pending import Holder
 from kijito_pull.core.state import EMPTY_CURSOR, CursorState, Loaded, StateStore
 
 DEFAULT_MAX_REPLAY = 50
@@ -50,14 +53,23 @@ def _now() -> str:
 
 
 class Pull:
-    """One open pull of one cursor, under its lock. Hand over `pending` in order, `ack` each as taken."""
+    """One open pull of one cursor, under its lock.
+
+    Scripts hand over `pending` in order and `ack` each as taken. An agent session (opened with a
+    `Holder`) records a hand-over with `hand_over` instead, and acks only what its harness's record
+    confirms (`confirm`); `held` lists what it was handed before and has not confirmed yet, which
+    `retake` makes unseen again (core/pending.py).
+    """
 
     def __init__(self, engine: Engine, loaded: Loaded, newest: InboxPage, coverage: Coverage,
-                 signals: list[dict], mode: str, pending: list[Message], target: int, peek: bool):
+                 signals: list[dict], mode: str, pending: list[Message], target: int, peek: bool, *,
+                 held: Iterable[Message] = (), blocked: Iterable[int] = (), accounted: Iterable[int] = (),
+                 entries: dict[int, pending_mod.Entry] | None = None, holder: Holder | None = None):
         self.persona = engine.persona
         self.consumer = engine.consumer
         self.mode = mode
         self.pending = pending
+        self.held = list(held)
         self.signals = signals
         self.coverage = coverage
         self.newest = newest
@@ -65,13 +77,17 @@ class Pull:
         self._before = loaded.state
         self._target = target
         self._peek = peek
-        self._acked: set[int] = set()
+        self._holder = holder
+        self._entries = dict(entries or {})
+        self._acked: set[int] = set(accounted)
         # Incremental bookkeeping, so each ack costs O(1) amortised instead of a scan of `pending`
-        # (a 10,000-message catch-up spent ~6.5 s in those scans): the pending ids in order, the
-        # index of the first one not yet acked, and the acked ids not yet passed by that index.
-        self._order = sorted(m.id for m in pending)
+        # (a 10,000-message catch-up spent ~6.5 s in those scans): the ids the watermark may not pass
+        # until they are acked (to hand over, held by a session, or accounted for without delivery), in
+        # order; the index of the first one not yet acked; the acked ids not yet passed by that index.
+        self._order = sorted({m.id for m in pending} | {m.id for m in self.held} | set(blocked) | self._acked)
         self._next = 0
-        self._acked_ahead: set[int] = set()
+        self._acked_ahead: set[int] = set(self._acked)
+        self._advance()
         self._dirty = False
         self._unsynced = False  # a save whose directory entry is not yet fsynced
 
@@ -89,13 +105,60 @@ class Pull:
 
     def ack_all(self, messages: Iterable[Message]) -> None:
         ids = {m.id for m in messages}
+        for i in ids:
+            self._entries.pop(i, None)
         self._acked |= ids
         self._acked_ahead |= ids
+        self._advance()
+        self._dirty = True
+        self._persist(final=False)
+
+    def _advance(self) -> None:
         while self._next < len(self._order) and self._order[self._next] in self._acked:
             self._acked_ahead.discard(self._order[self._next])
             self._next += 1
+
+    # -- hand-overs to an agent session (a Holder) -------------------------------------------------------
+
+    def hand_over(self, messages: Iterable[Message]) -> None:
+        """Record `messages` as pending with this pull's holder, durably, before they are written out.
+
+        They are not acknowledged: the cursor stays below them until `confirm` (or `Engine.settle`)."""
+        assert self._holder is not None, "hand_over needs a pull opened with a holder"
+        now = time.time()
+        handed = {m.id for m in messages}
+        for m in messages:
+            self._entries[m.id] = self._entries.get(m.id, pending_mod.fresh()).handed(self._holder, now)
+        self.pending = [m for m in self.pending if m.id not in handed]
+        self.held = sorted([*self.held, *(m for m in messages if m.id not in {h.id for h in self.held})],
+                           key=lambda m: m.id)
         self._dirty = True
-        self._persist(final=False)
+        self._persist(final=True)
+
+    def confirm(self, ids: Iterable[int]) -> list[Message]:
+        """The harness's record shows these were given to the model: acknowledge them. Returns those acked."""
+        wanted = set(ids)
+        done = [m for m in self.held if m.id in wanted]
+        if done:
+            self.held = [m for m in self.held if m.id not in wanted]
+            self.ack_all(done)
+        return done
+
+    def retake(self) -> list[Message]:
+        """What this holder was handed and has not confirmed goes back to `pending` (unseen, count kept)."""
+        back, self.held = self.held, []
+        for m in back:
+            entry = self._entries.get(m.id)
+            if entry is not None:
+                self._entries[m.id] = entry.released()
+        self.pending = sorted([*self.pending, *back], key=lambda m: m.id)
+        if back:
+            self._dirty = True
+        return back
+
+    def handed_count(self, message: Message) -> int:
+        entry = self._entries.get(message.id)
+        return entry.count if entry is not None else 0
 
     def finish(self) -> None:
         """Persist the final position: past everything taken, never past the first message not taken."""
@@ -111,14 +174,15 @@ class Pull:
         if self.pinned:
             above = sorted(set(before.delivered_above) | self._acked)
             pin = before.pin or {"since": _now(), "reason": self.coverage.problem or "gap not proven"}
-            return CursorState(cursor=before.cursor, delivered_above=above, pin=pin)
-        # The lowest pending id not taken yet; acked ids below it are all <= the watermark, so only the
+            return CursorState(cursor=before.cursor, delivered_above=above, pin=pin, pending=dict(self._entries))
+        # The lowest blocking id not acked yet; acked ids below it are all <= the watermark, so only the
         # acked ids not yet passed (`_acked_ahead`) can still belong above it.
         watermark = (self._order[self._next] - 1) if self._next < len(self._order) else self._target
         if before.cursor is not None and self.mode == NORMAL:
             watermark = max(watermark, before.cursor)
         above = sorted(i for i in set(before.delivered_above) | self._acked_ahead if i > watermark)
-        return CursorState(cursor=watermark, delivered_above=above, pin=None)
+        entries = {i: e for i, e in self._entries.items() if i > watermark}
+        return CursorState(cursor=watermark, delivered_above=above, pin=None, pending=entries)
 
     def _persist(self, final: bool) -> None:
         if self._peek:
@@ -137,7 +201,9 @@ class Engine:
     def __init__(self, client: InboxSource, store: StateStore, signals: SignalFactory, *, persona: str,
                  consumer: str = "agent", max_replay: int = DEFAULT_MAX_REPLAY,
                  page_budget: int = DEFAULT_PAGE_BUDGET, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                 suppress_authors: Iterable[str] = (), progress: Callable[[int, int], None] | None = None):
+                 suppress_authors: Iterable[str] = (), progress: Callable[[int, int], None] | None = None,
+                 holder_alive: pending_mod.Liveness | None = None,
+                 max_handovers: int = pending_mod.DEFAULT_MAX_HANDOVERS):
         self.client = client
         self.store = store
         self.factory = signals
@@ -149,35 +215,85 @@ class Engine:
         # Self-echo: mail the watched persona wrote itself is acknowledged silently, never delivered.
         self.suppressed = {persona, *suppress_authors}
         self.progress = progress  # called with (pages walked, messages found) during a catch-up walk
+        self.holder_alive = holder_alive  # does a pending hand-over's holder still run? (None: deadline only)
+        self.max_handovers = max_handovers
 
     @contextlib.contextmanager
-    def open(self, peek: bool = False) -> Iterator[Pull]:
+    def open(self, peek: bool = False, holder: Holder | None = None) -> Iterator[Pull]:
         """Lock the cursor, fetch and plan; the caller delivers and acks; the final state is saved on exit.
 
+        With `holder` (an agent session), mail pending with another live session is left out, what this
+        holder was handed before is in `pull.held`, and `pull.hand_over` records a new hand-over.
         Raises ApiError when the newest page cannot be read (nothing is changed), StateError when the
         cursor cannot be locked or saved.
         """
         lock = contextlib.nullcontext() if peek else self.store.locked(self.lock_timeout)
         with lock:
-            pull = self._plan(self.store.load(), peek)
+            pull = self._plan(self.store.load(), peek, holder)
             try:
                 yield pull
             finally:
                 pull.finish()
 
+    def settle(self, holder: str, confirmed: Iterable[int] = (), released: Iterable[int] = ()) -> None:
+        """Outside a pull, briefly under the lock: `confirmed` hand-overs are acknowledged (remembered in
+        `delivered_above`; the next pull moves the cursor past them), `released` ones are unseen again.
+        Only this holder's entries are released; a confirmation counts whoever holds the entry now (the
+        model has the message either way). No request is sent."""
+        confirmed, released = set(confirmed), set(released) - set(confirmed)
+        if not confirmed and not released:
+            return
+        with self.store.locked(self.lock_timeout):
+            loaded = self.store.load()
+            state = loaded.state
+            if state is None or state.cursor is None:
+                return  # absent or damaged: nothing is pending; a later pull re-delivers what is visible
+            entries = dict(state.pending)
+            above = set(state.delivered_above)
+            for i in confirmed:
+                if i > state.cursor:
+                    above.add(i)
+                entries.pop(i, None)
+            for i in released:
+                entry = entries.get(i)
+                if entry is not None and entry.held_by(holder):
+                    entries[i] = entry.released()
+            after = CursorState(cursor=state.cursor, delivered_above=sorted(above), pin=state.pin, pending=entries)
+            if after != state:
+                self.store.save(after)
+
     # -- planning ----------------------------------------------------------------------------------
 
-    def _plan(self, loaded: Loaded, peek: bool) -> Pull:
+    def _plan(self, loaded: Loaded, peek: bool, holder: Holder | None = None) -> Pull:
         newest = self.client.inbox(self.persona)
         if loaded.state is None or loaded.state.cursor is None:
-            return self._plan_first_contact(loaded, newest, peek)
+            return self._plan_first_contact(loaded, newest, peek, holder)
         state = loaded.state
         coverage = self._cover(newest, state.cursor)
         delivered = set(state.delivered_above)
-        candidates = [m for i, m in sorted(coverage.rows.items())]
-        pending = [m for m in candidates if m.id not in delivered and m.sender not in self.suppressed]
-        target = max([state.cursor, *coverage.rows])
+        candidates = [m for i, m in sorted(coverage.rows.items())
+                      if m.id not in delivered and m.sender not in self.suppressed]
+        entries = dict(state.pending)
+        now = time.time()
+        pending, held, blocked = [], [], []
         signals = []
+        for m in candidates:
+            entry = entries.get(m.id)
+            if entry is not None and entry.holder is not None:
+                if holder is not None and entry.held_by(holder.key):
+                    held.append(m)
+                    continue
+                if pending_mod.is_live(entry, now, self.holder_alive):
+                    blocked.append(m.id)  # another session has it: not handed over twice, not passed
+                    continue
+                entries[m.id] = entry.released()  # its holder is gone or late: claimed back
+                if entry.count >= self.max_handovers:
+                    signals.append(self.factory.signal(
+                        "alert", self.persona, id=m.id, handovers=entry.count, consumer=self.consumer,
+                        reason=f"message {m.id} was handed over {entry.count} times and no session confirmed "
+                               f"it (last holder {entry.holder}); it stays unseen"))
+            pending.append(m)
+        target = max([state.cursor, *coverage.rows])
         if not coverage.complete and state.pin is None:
             signals.append(self.factory.signal(
                 "alert", self.persona, reason=f"cursor pinned at {state.cursor}: {coverage.problem}",
@@ -186,14 +302,16 @@ class Engine:
             signals.append(self.factory.signal(
                 "recovered", self.persona, reason="the gap above the cursor is covered; pin released",
                 cursor=state.cursor, consumer=self.consumer))
-        return Pull(self, loaded, newest, coverage, signals, NORMAL, pending, target, peek)
+        return Pull(self, loaded, newest, coverage, signals, NORMAL, pending, target, peek,
+                    held=held, blocked=blocked, entries=entries, holder=holder)
 
-    def _plan_first_contact(self, loaded: Loaded, newest: InboxPage, peek: bool) -> Pull:
-        visible = [m for m in newest.messages if m.sender not in self.suppressed]
+    def _plan_first_contact(self, loaded: Loaded, newest: InboxPage, peek: bool,
+                            holder: Holder | None = None) -> Pull:
         signals = []
         target = newest.newest_id if newest.newest_id is not None else EMPTY_CURSOR
-        coverage = Coverage(rows={m.id: m for m in newest.messages}, complete=True, pages=0)
         if loaded.corrupt_reason is not None:
+            visible = [m for m in newest.messages if m.sender not in self.suppressed]
+            coverage = Coverage(rows={m.id: m for m in newest.messages}, complete=True, pages=0)
             # Fail closed: we no longer know what was delivered, so everything visible goes out again.
             signals.append(self.factory.signal(
                 "state_corrupt", self.persona, reason=loaded.corrupt_reason, redelivered=len(visible),
@@ -206,7 +324,9 @@ class Engine:
                 if newest.unread_not_shown:
                     fields["unread_not_shown"] = newest.unread_not_shown
                 signals.append(self.factory.signal("baseline_skipped", self.persona, **fields))
-            return Pull(self, loaded, newest, coverage, signals, CORRUPT, visible, target, peek)
+            return Pull(self, loaded, newest, coverage, signals, CORRUPT, visible, target, peek, holder=holder)
+        coverage, last = self._walk_for_unread(newest)
+        visible = [m for _, m in sorted(coverage.rows.items()) if m.sender not in self.suppressed]
         unread = [m for m in visible if not m.read]
         pending = unread[-self.max_replay:] if self.max_replay > 0 else []
         if len(unread) > len(pending):
@@ -214,15 +334,57 @@ class Engine:
                 "replay_capped", self.persona, capped_to=self.max_replay, dropped=len(unread) - len(pending),
                 ids=[m.id for m in unread[: len(unread) - len(pending)]], consumer=self.consumer))
         skipped_read = len(visible) - len(unread)
-        withheld = newest.withheld or bool(newest.unread_not_shown)
-        if skipped_read or withheld:
+        beyond = last.withheld or bool(newest.unread_not_shown and not coverage.complete)
+        if skipped_read or beyond:
             fields: dict[str, Any] = {"seeded": target, "skipped_read": skipped_read, "consumer": self.consumer}
             if newest.unread_not_shown:
                 fields["unread_not_shown"] = newest.unread_not_shown
-            if withheld:
-                fields["reason"] = "older mail beyond the first window was not replayed"
+            if beyond:
+                fields["reason"] = ("older mail beyond the first window was not replayed" if not coverage.pages else
+                                    f"older mail beyond the {coverage.pages + 1} newest pages was not replayed"
+                                    + (f" ({coverage.problem})" if coverage.problem else ""))
             signals.append(self.factory.signal("baseline_skipped", self.persona, **fields))
-        return Pull(self, loaded, newest, coverage, signals, FIRST_CONTACT, pending, target, peek)
+        # Read mail, capped mail and self-echo are accounted for without delivery (announced above), so a
+        # cursor left below a message not taken yet never hands them over later.
+        taken = {m.id for m in pending}
+        accounted = [i for i in coverage.rows if i not in taken]
+        return Pull(self, loaded, newest, coverage, signals, FIRST_CONTACT, pending, target, peek,
+                    accounted=accounted, holder=holder)
+
+    def _walk_for_unread(self, newest: InboxPage) -> tuple[Coverage, InboxPage]:
+        """First contact: page back past the newest window until `max_replay` unread messages are seen, or
+        all the unread the newest page admits to, or the chain ends (or lies, fails, or hits the budget).
+        Returns what was seen and the last page read."""
+        cov = Coverage(rows={m.id: m for m in newest.messages}, complete=True)
+        page = newest
+
+        def unread_seen() -> int:
+            return sum(1 for m in cov.rows.values() if not m.read and m.sender not in self.suppressed)
+
+        hidden = newest.unread_not_shown
+        want = self.max_replay if hidden is None else min(self.max_replay, unread_seen() + hidden)
+        while page.withheld and unread_seen() < want:
+            if page.contradiction() is not None or page.oldest_id is None:
+                cov.complete, cov.problem = False, f"the server's page contradicts itself ({page.contradiction()})"
+                break
+            if cov.pages >= self.page_budget:
+                cov.complete, cov.problem = False, f"the backward walk hit its budget of {self.page_budget} pages"
+                break
+            try:
+                older = self.client.inbox(self.persona, before_id=page.oldest_id)
+            except ApiError as exc:
+                cov.complete, cov.problem = False, f"a backward page failed ({exc})"
+                break
+            if older.contradiction() is not None:
+                cov.complete, cov.problem = False, f"the server's page before id {page.oldest_id} contradicts itself"
+                break
+            page = older
+            cov.pages += 1
+            for m in page.messages:
+                cov.rows.setdefault(m.id, m)
+            if self.progress is not None:
+                self.progress(cov.pages, len(cov.rows))
+        return cov, page
 
     def _cover(self, newest: InboxPage, cursor: int) -> Coverage:
         """Prove that the rows above `cursor` are all seen, walking backward while the server withheld rows."""

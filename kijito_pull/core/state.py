@@ -20,6 +20,7 @@ from typing import Any
 
 from kijito_pull import __version__
 from kijito_pull.core import lock as filelock
+from kijito_pull.core import pending as pending_mod
 
 SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
@@ -38,11 +39,14 @@ class LockTimeout(StateError):
 
 @dataclass
 class CursorState:
-    """Everything at or below `cursor` was delivered; ids in `delivered_above` were delivered past a pin."""
+    """Everything at or below `cursor` was delivered (or, at first contact, accounted for and announced);
+    ids in `delivered_above` were too, above a pin or a message still pending. `pending` holds the
+    hand-overs to agent sessions not yet confirmed (core/pending.py)."""
 
     cursor: int | None = None
     delivered_above: list[int] = field(default_factory=list)
     pin: dict[str, str] | None = None  # {"since": iso time, "reason": text} while a gap is unproven
+    pending: dict[int, pending_mod.Entry] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -243,8 +247,11 @@ class StateStore:
             isinstance(pin, dict) and isinstance(pin.get("since"), str) and isinstance(pin.get("reason"), str)
         ):
             raise ValueError("the state file's pin is malformed")
+        if cursor is None and data.get("pending"):
+            raise ValueError("the state file lists pending hand-overs without a cursor")
         return CursorState(cursor=cursor, delivered_above=sorted(set(above)),
-                           pin={"since": pin["since"], "reason": pin["reason"]} if pin else None)
+                           pin={"since": pin["since"], "reason": pin["reason"]} if pin else None,
+                           pending=pending_mod.parse(data.get("pending"), cursor))
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -268,6 +275,7 @@ class StateStore:
             "cursor": state.cursor,
             "delivered_above": state.delivered_above,
             "pin": state.pin,
+            **({"pending": pending_mod.dump(state.pending)} if state.pending else {}),
             "updated": _now(),
             "writer": f"kijito-pull/{__version__}",
         }

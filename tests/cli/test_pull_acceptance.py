@@ -224,6 +224,28 @@ def test_first_contact_replays_visible_unread_up_to_the_cap(sb, cli):
     assert cli("--once", "--json", "--persona", "P").new_ids == []
 
 
+def test_first_contact_walks_back_past_the_window_to_reach_every_unread_within_the_cap(sb, cli):
+    """40 unread behind the sandbox's 20-row window, older read mail beneath: all 40 go out, in order."""
+    read_ids = [sb.send(to="P", sender="Q", content=f"old {i}") for i in range(25)]
+    sb.mark_read("P", read_ids)
+    unread = [sb.send(to="P", sender="Q", content=f"new {i}") for i in range(40)]
+    result = cli("--once", "--json", "--persona", "P")
+    assert result.code == 0
+    assert result.new_ids == unread
+    assert result.of_kind("replay_capped") == []
+    assert [r for r in inbox_requests(sb, "P") if "before_id" in r["query"]] != []  # it did walk back
+    assert cli("--once", "--json", "--persona", "P").new_ids == []
+
+
+def test_first_contact_walk_stops_at_the_cap_and_announces_the_rest(sb, cli):
+    unread = [sb.send(to="P", sender="Q", content=f"new {i}") for i in range(60)]
+    result = cli("--once", "--json", "--persona", "P")  # --max-replay defaults to 50
+    assert result.new_ids == unread[-50:]
+    [capped] = result.of_kind("replay_capped")
+    assert capped["dropped"] == 10 and capped["ids"] == unread[:10]
+    assert cli("--once", "--json", "--persona", "P").new_ids == []
+
+
 def test_self_echo_is_acknowledged_silently(sb, cli):
     _establish_cursor(sb, cli)
     own = sb.send(to="P", sender="P", content="note to self")

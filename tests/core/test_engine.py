@@ -13,9 +13,8 @@ import os
 import pytest
 
 from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine
-from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, parse_inbox
-from kijito_pull.core.state import CursorState, StateStore
+from kijito_pull.core.state import CursorState
 
 PERSONA = "testbot"
 IDENTITY = {"api_base": "https://api.kijito.test", "persona": PERSONA, "consumer": "agent"}
@@ -53,17 +52,6 @@ class FakeInbox:
             "unread_not_shown": 0,
         }
         return parse_inbox(body, before_id)
-
-
-@pytest.fixture
-def store(tmp_path):
-    d = tmp_path / "cursors"
-    return StateStore(d / "c.json", d / "c.lock", IDENTITY)
-
-
-@pytest.fixture
-def factory():
-    return EventFactory("0123456789abcdef")
 
 
 def engine(source, store, factory, **kw):
