@@ -7,8 +7,16 @@
  *     (an `inbox monitor: raise on start` line in AGENTS.md / CLAUDE.md) and for which persona;
  *   - `kijito-pull watch --persona P --ack-stdin` runs as a child for the session and writes one
  *     NDJSON event per line; after each `new` event it waits for `{"ack": id}` or `{"nack": id}`
- *     on its stdin and only then advances the cursor. This extension acknowledges a message only
- *     after `pi.sendUserMessage(text, {deliverAs: "followUp"})` returned;
+ *     on its stdin and only then advances the cursor;
+ *   - each message goes to pi as `pi.sendUserMessage(text, {deliverAs: "followUp"})`, which only
+ *     queues it. The extension acknowledges it only once pi SHOWS it in the session: the
+ *     `message_end` event of a user message carrying that text (measured on 0.73.1 and 1.6.0: a
+ *     follow-up sent during a run emits message_start/message_end when the run takes it up, an idle
+ *     send at once; `input` fires at send time and proves nothing). Until then the id is
+ *     "sent, not yet shown": a redelivery of it by the child is not sent again, just answered once
+ *     shown; a message pi refuses (sendUserMessage throws) is nacked; at `session_shutdown` every
+ *     message still unshown is nacked ("session ended before pi showed it"), never acknowledged, so
+ *     the CLI hands it to the next session;
  *   - `{"sweep": true}` makes it pull at once: sent when the agent settles (`agent_settled` on
  *     pi 1.x, shortly after `agent_end` on 0.73.x).
  *
@@ -60,8 +68,15 @@ export const SETTLE_SWEEP_MS = 250;
 /** How long `session_shutdown` waits for the child after closing its stdin, before SIGTERM/SIGKILL. */
 export const STOP_GRACE_MS = 1_500;
 export const OPTIN_TIMEOUT_MS = 15_000;
-/** Event ids handed to pi this session, remembered so a redelivery is acknowledged, not resent. */
+/** Event ids pi showed this session, remembered so a redelivery is acknowledged, not resent. */
 export const HANDED_MEMORY = 2_000;
+/**
+ * A message sent but not shown is taken as dropped by pi (its prompt failed after sendUserMessage
+ * returned, e.g. no API key) only when the child offers it again at least this long after the send
+ * while pi is idle with nothing queued; then it is sent again instead of waited for.
+ */
+export const DROP_AFTER_MS = 30_000;
+export const SHUTDOWN_NACK_REASON = "session ended before pi showed it";
 /** Characters of `content` the child puts in events (only used when the CLI sends no `text`). */
 export const CONTENT_CHARS = 2_000;
 
@@ -79,6 +94,8 @@ export interface CtxLike {
   /** The active model; undefined when none is selected (both lines). */
   model?: unknown;
   isIdle(): boolean;
+  /** Whether pi has steering/follow-up messages queued (both lines). */
+  hasPendingMessages?(): boolean;
   ui: {
     setStatus(key: string, text: string | undefined): void;
     notify(message: string, level?: NotifyLevel): void;
@@ -262,6 +279,31 @@ export function messageText(event: WatchEvent): string {
   return lines.join("\n");
 }
 
+/**
+ * The text of a pi message when it is a user message (content is a string or an array of parts on
+ * both lines), else undefined.
+ */
+export function userMessageText(message: unknown): string | undefined {
+  if (!message || typeof message !== "object") return undefined;
+  const m = message as { role?: unknown; content?: unknown };
+  if (m.role !== "user") return undefined;
+  if (typeof m.content === "string") return m.content;
+  if (!Array.isArray(m.content)) return undefined;
+  return m.content
+    .map((part) => (part && typeof part === "object" && typeof (part as any).text === "string" ? (part as any).text : ""))
+    .join("\n");
+}
+
+/**
+ * Whether a shown user message carries the message sent for `eventId` as `sent`: the exact text, the
+ * text inside it (another extension's input handler may have wrapped it), or the event id itself.
+ */
+export function carries(shown: string, sent: string, eventId: string): boolean {
+  if (shown === sent) return true;
+  const body = sent.trim();
+  return (body.length > 0 && shown.includes(body)) || shown.includes(eventId);
+}
+
 function lastLine(text: string): string {
   const lines = text.split("\n").map((l) => l.trim()).filter(Boolean);
   return lines.length ? lines[lines.length - 1].slice(0, 300) : "";
@@ -303,12 +345,19 @@ interface Pending {
   child: ChildHandle;
 }
 
+/** A message handed to pi that pi has not shown yet. */
+export interface Unshown {
+  text: string;
+  sentAt: number;
+}
+
 export type BridgeState = "idle" | "disabled" | "starting" | "running" | "restarting" | "failed" | "stopped";
 
 /**
  * Owns the watch child of one session and moves each `new` event into pi.
  *
- * Delivery is serialized: the child sends one message and waits for its answer, and a message that
+ * Delivery is serialized: the child sends one message and waits for its answer (an ack once pi has
+ * shown it, see onMessageShown; a nack when pi refused it or the session ends first), and a message that
  * starts a run from idle holds the next one back until pi reports `agent_start` (both pi lines
  * check "am I streaming?" before their async preflight ends, so two quick sends from idle would
  * both try to start a run and the second would fail with "already processing"). Mail is also held
@@ -331,13 +380,16 @@ export class Bridge {
   sawSettled = false;
   stopping = false;
   queue: Pending[] = [];
+  /** event_id -> message sent to pi, not yet shown (not acknowledged), oldest first. */
+  unshown = new Map<string, Unshown>();
+  /** event ids pi showed (and we acknowledged) this session. */
   handed = new RecentSet(HANDED_MEMORY);
   stderrTail = "";
   lastAlert: string | undefined;
   warnedNoModel = false;
   exitWaiters: Array<() => void> = [];
   /** Counters for tests and diagnostics. */
-  stats = { spawned: 0, delivered: 0, duplicates: 0, nacked: 0, sweeps: 0 };
+  stats = { spawned: 0, sent: 0, delivered: 0, duplicates: 0, awaiting: 0, resent: 0, nacked: 0, sweeps: 0 };
 
   constructor(pi: PiLike, deps: Deps) {
     this.pi = pi;
@@ -388,6 +440,17 @@ export class Bridge {
     this.clear("gateTimer");
     this.queue = [];
     const child = this.child;
+    // Sent but never shown: not acknowledged. Refused instead, so watch keeps it unseen and the
+    // next session gets it (a child already gone never moved its cursor past it either).
+    const unshown = [...this.unshown.keys()];
+    this.unshown.clear();
+    for (const id of unshown) {
+      this.deps.log(`kijito-pull: ${id} was sent but pi had not shown it when the session ended; not acknowledged`);
+      if (child) {
+        this.stats.nacked += 1;
+        child.writeLine(JSON.stringify({ nack: id, reason: SHUTDOWN_NACK_REASON }));
+      }
+    }
     if (!child) return;
     const exited = new Promise<void>((resolve) => this.exitWaiters.push(resolve));
     child.closeInput();
@@ -437,6 +500,25 @@ export class Bridge {
     this.ctx = ctx;
     this.holdUntil = Math.min(this.holdUntil, this.deps.now() + COMPACT_RELEASE_MS);
     if (this.queue.length) this.pump();
+  }
+
+  /**
+   * `message_end`: pi has shown a message in the session. A user message that carries one we sent
+   * makes that one delivered: acknowledged now, to whichever child is running (a child restarted
+   * meanwhile offers it again and waits for this answer).
+   */
+  onMessageShown(event: { message?: unknown }): void {
+    if (this.stopping || this.unshown.size === 0) return;
+    const text = userMessageText(event?.message);
+    if (text === undefined) return;
+    for (const [id, sent] of this.unshown) {
+      if (!carries(text, sent.text, id)) continue;
+      this.unshown.delete(id);
+      this.handed.add(id);
+      this.stats.delivered += 1;
+      this.deps.log(`kijito-pull: pi showed ${id} ${this.deps.now() - sent.sentAt} ms after it was sent; acknowledged`);
+      this.child?.writeLine(JSON.stringify({ ack: id }));
+    }
   }
 
   /** A prompt typed or sent over RPC while idle is about to start a run: hold mail until it has. */
@@ -545,7 +627,11 @@ export class Bridge {
 
   // -- delivery ----------------------------------------------------------------------------------
 
-  /** Hand queued messages to pi, one at a time, acknowledging each after sendUserMessage returned. */
+  /**
+   * Hand queued messages to pi, one at a time. Each is acknowledged later, when pi shows it
+   * (onMessageShown); one pi showed already is acknowledged at once, one sent and not yet shown is
+   * not sent again.
+   */
   pump(): void {
     while (this.queue.length && !this.stopping) {
       const now = this.deps.now();
@@ -566,11 +652,26 @@ export class Bridge {
       if (child !== this.child) continue; // from a child that is gone: its successor resends it
       const id = event.event_id as string;
       if (this.handed.has(id)) {
-        // Handed over already (its acknowledgement was lost with a previous child): never twice.
+        // Shown already (its acknowledgement was lost with a previous child): never twice.
         this.stats.duplicates += 1;
         this.deps.log(`kijito-pull: ${id} was handed over already; acknowledged without sending it again`);
         child.writeLine(JSON.stringify({ ack: id }));
         continue;
+      }
+      const waiting = this.unshown.get(id);
+      if (waiting) {
+        if (!this.dropped(waiting)) {
+          // Sent, still queued in pi (or about to be shown): offered again after watch's own wait
+          // ran out, or by a restarted child. Not sent twice: the answer comes when pi shows it.
+          this.stats.awaiting += 1;
+          this.deps.log(`kijito-pull: ${id} was sent and pi has not shown it yet; waiting for it, not sending it again`);
+          continue;
+        }
+        // pi is idle with nothing queued long after the send: its prompt failed after
+        // sendUserMessage returned. Send it again.
+        this.unshown.delete(id);
+        this.stats.resent += 1;
+        this.deps.log(`kijito-pull: ${id} was sent but pi dropped it without showing it; sending it again`);
       }
       if (event.persona !== this.persona) {
         this.stats.nacked += 1;
@@ -590,18 +691,32 @@ export class Bridge {
       }
       this.warnedNoModel = false;
       const wasIdle = this.safeIdle();
+      const text = messageText(event);
+      // Recorded before the call, in case a pi shows it before the call returns. Queued, not shown:
+      // the acknowledgement waits for pi's message_end carrying it.
+      this.unshown.set(id, { text, sentAt: this.deps.now() });
       try {
-        this.pi.sendUserMessage(messageText(event), { deliverAs: "followUp" });
+        this.pi.sendUserMessage(text, { deliverAs: "followUp" });
       } catch (err) {
+        this.unshown.delete(id);
         this.stats.nacked += 1;
         child.writeLine(JSON.stringify({ nack: id, reason: "sendUserMessage failed" }));
         this.deps.log(`kijito-pull: sendUserMessage failed for ${id}: ${(err as Error)?.message ?? err}`);
         continue;
       }
-      this.handed.add(id);
-      this.stats.delivered += 1;
+      this.stats.sent += 1;
       if (wasIdle) this.closeGate();
-      child.writeLine(JSON.stringify({ ack: id }));
+    }
+  }
+
+  /** Whether pi evidently dropped a message it was sent: idle, nothing queued, long after the send. */
+  dropped(sent: Unshown): boolean {
+    if (this.deps.now() - sent.sentAt < DROP_AFTER_MS || !this.safeIdle()) return false;
+    try {
+      const ctx = this.ctx;
+      return !!ctx && typeof ctx.hasPendingMessages === "function" && ctx.hasPendingMessages() === false;
+    } catch {
+      return false;
     }
   }
 
@@ -786,6 +901,7 @@ export function createKijitoPull(pi: PiLike, deps: Deps): Bridge {
     bridge.onInput(event, ctx);
     return { action: "continue" };
   });
+  pi.on("message_end", (event) => bridge.onMessageShown(event));
   pi.on("agent_start", (_event, ctx) => bridge.onAgentStart(ctx));
   pi.on("agent_end", (_event, ctx) => bridge.onAgentEnd(ctx));
   pi.on("agent_settled", (_event, ctx) => bridge.onAgentSettled(ctx)); // pi 1.x only; never fires on 0.73.x

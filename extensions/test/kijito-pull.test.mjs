@@ -15,6 +15,7 @@ import kijitoPull, {
   COMPACT_RELEASE_MS,
   HOLD_POLL_MS,
   CONSUMER_ENV,
+  DROP_AFTER_MS,
   HANDED_MEMORY,
   RESTART_MAX_MS,
   RESTART_MIN_MS,
@@ -24,6 +25,8 @@ import kijitoPull, {
   START_GATE_MS,
   STATUS_KEY,
   STOP_GRACE_MS,
+  SHUTDOWN_NACK_REASON,
+  carries,
   createKijitoPull,
   isInteractive,
   messageText,
@@ -32,6 +35,7 @@ import kijitoPull, {
   resolveBin,
   restartDelay,
   sanitize,
+  userMessageText,
   watchArgs,
 } from "../kijito-pull.ts";
 
@@ -159,6 +163,13 @@ class FakePi {
     let result;
     for (const handler of this.handlers.get(name) || []) result = await handler(event, ctx);
     return result;
+  }
+  /** What pi emits when a user message enters the session (measured on 0.73.1 and 1.6.0). */
+  async show(text, ctx, { content } = {}) {
+    const message = { role: "user", content: content ?? [{ type: "text", text }], timestamp: this.world.clock };
+    this.world.log.push(["shown", text]);
+    await this.fire("message_start", { type: "message_start", message }, ctx);
+    return this.fire("message_end", { type: "message_end", message }, ctx);
   }
 }
 
@@ -308,6 +319,25 @@ describe("helpers", () => {
     assert.equal(set.has("d"), true);
     assert.ok(HANDED_MEMORY >= 1000);
   });
+
+  test("userMessageText reads user messages only, string or parts", () => {
+    assert.equal(userMessageText({ role: "user", content: "hi" }), "hi");
+    assert.equal(userMessageText({ role: "user", content: [{ type: "text", text: "a" }, { type: "image" }, { type: "text", text: "b" }] }), "a\n\nb");
+    assert.equal(userMessageText({ role: "assistant", content: [{ type: "text", text: "a" }] }), undefined);
+    assert.equal(userMessageText({ role: "custom", content: "a" }), undefined);
+    assert.equal(userMessageText(undefined), undefined);
+    assert.equal(userMessageText({ role: "user" }), undefined);
+  });
+
+  test("carries: the exact text, the text wrapped by someone else, or the event id; nothing else", () => {
+    const sent = "Kijito inbox for river: 1 unread message.\n\nMessage 1 of 1: id 5, from loom.\n> hi";
+    assert.equal(carries(sent, sent, "river:new:5"), true);
+    assert.equal(carries(`[note]\n${sent}\n[end]`, sent, "river:new:5"), true);
+    assert.equal(carries("transformed; see river:new:5", sent, "river:new:5"), true);
+    assert.equal(carries("Message 1 of 1: id 5, from loom.", sent, "river:new:5"), false);
+    assert.equal(carries("please fix the build", sent, "river:new:5"), false);
+    assert.equal(carries("anything", "", "river:new:5"), false);
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -389,7 +419,7 @@ describe("session start", () => {
     const world = new World();
     const pi = new FakePi(world);
     kijitoPull(pi);
-    for (const name of ["session_start", "session_shutdown", "agent_start", "agent_end", "agent_settled", "input",
+    for (const name of ["session_start", "session_shutdown", "message_end", "agent_start", "agent_end", "agent_settled", "input",
       "session_before_compact", "session_compact", "session_before_tree", "session_tree"]) {
       assert.ok(pi.handlers.has(name), name);
     }
@@ -402,25 +432,135 @@ describe("session start", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("delivery", () => {
-  test("a new event becomes a followUp user message, acknowledged only after it was sent", async () => {
-    const { world, pi } = await started();
+  test("a new event becomes a followUp user message, acknowledged only once pi shows it", async () => {
+    const { world, pi, ctx, bridge } = await started();
     const event = newEvent();
     world.child.emit(event);
     assert.deepEqual(pi.sent, [{ text: event.text, options: { deliverAs: "followUp" } }]);
-    const order = world.log.filter((e) => e[0] === "send" || e[0] === "child").map((e) => e[0]);
-    assert.deepEqual(order, ["send", "child"]);
+    // sendUserMessage returned: the message is only queued in pi. No answer yet.
+    assert.deepEqual(world.child.lines, []);
+    await world.advance(START_GATE_MS * 4);
+    await pi.fire("input", { type: "input", text: event.text, source: "extension" }, ctx); // at send time
+    ctx.idle = false;
+    await pi.fire("agent_start", {}, ctx);
+    await pi.fire("message_start", { message: { role: "user", content: [{ type: "text", text: event.text }] } }, ctx);
+    assert.deepEqual(world.child.lines, []); // message_end is the event that counts
+    assert.equal(bridge.stats.delivered, 0);
+    await pi.show(event.text, ctx);
+    assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
+    const order = world.log.filter((e) => ["send", "shown", "child"].includes(e[0])).map((e) => e[0]);
+    assert.deepEqual(order, ["send", "shown", "child"]);
+    assert.equal(bridge.stats.delivered, 1);
+    await pi.show(event.text, ctx); // shown again (e.g. re-rendered): never a second answer
     assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
   });
 
+  test("other messages shown do not acknowledge it: assistant text, a typed prompt, another mail", async () => {
+    const { world, pi, ctx, bridge } = await started();
+    ctx.idle = false;
+    const mine = newEvent();
+    const other = newEvent();
+    world.child.emit(mine);
+    const assistant = { role: "assistant", content: [{ type: "text", text: mine.text }] };
+    await pi.fire("message_end", { message: assistant }, ctx);
+    await pi.show("USER TYPED: fix the build", ctx);
+    await pi.show(other.text, ctx);
+    await pi.fire("message_end", {}, ctx);
+    assert.deepEqual(world.child.lines, []);
+    assert.equal(bridge.unshown.size, 1);
+    await pi.show(mine.text, ctx, { content: mine.text }); // content as a plain string
+    assert.deepEqual(world.child.lines, [{ ack: mine.event_id }]);
+    assert.equal(bridge.unshown.size, 0);
+  });
+
+  test("a message wrapped by another extension's input handler still counts as shown", async () => {
+    const { world, pi, ctx } = await started();
+    const event = newEvent();
+    world.child.emit(event);
+    await pi.show(`[context from another extension]\n${event.text}`, ctx);
+    assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
+  });
+
+  test("a redelivered id that was sent but not shown is not sent again; acked once shown", async () => {
+    const { world, pi, ctx, bridge } = await started();
+    ctx.idle = false; // a long run: the follow-up waits in pi's queue
+    const event = newEvent();
+    world.child.emit(event);
+    await world.advance(DROP_AFTER_MS * 3);
+    world.child.emit(event); // watch's own wait ran out: it offers the same message again
+    world.child.emit(event);
+    assert.equal(pi.sent.length, 1);
+    assert.deepEqual(world.child.lines, []);
+    assert.equal(bridge.stats.awaiting, 2);
+    await pi.show(event.text, ctx);
+    assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
+    world.child.emit(event); // offered once more after that: shown already, so acked at once
+    assert.equal(pi.sent.length, 1);
+    assert.deepEqual(world.child.lines, [{ ack: event.event_id }, { ack: event.event_id }]);
+    assert.equal(bridge.stats.delivered, 1);
+  });
+
+  test("an unshown message survives a dead child: not resent, acked to the new child when shown", async () => {
+    const { world, pi, ctx } = await started();
+    ctx.idle = false;
+    const event = newEvent();
+    world.child.emit(event);
+    const first = world.child;
+    first.exit(null, "SIGKILL");
+    await world.advance(RESTART_MIN_MS);
+    const second = world.child;
+    assert.notEqual(second, first);
+    second.emit({ event: "armed", persona: "river", event_id: "river:armed:2" });
+    second.emit(event);
+    assert.equal(pi.sent.length, 1);
+    await pi.show(event.text, ctx);
+    assert.deepEqual(first.lines, []);
+    assert.deepEqual(second.lines, [{ ack: event.event_id }]);
+  });
+
+  test("pi dropped it (idle, nothing queued, long after the send): the next offer sends it again", async () => {
+    const { world, pi, ctx, bridge } = await started();
+    ctx.hasPendingMessages = () => false;
+    const event = newEvent();
+    world.child.emit(event); // from idle; pi's prompt then fails after sendUserMessage returned
+    await world.advance(DROP_AFTER_MS - 1);
+    world.child.emit(event); // too early to tell: waited for
+    assert.equal(pi.sent.length, 1);
+    ctx.hasPendingMessages = () => true;
+    await world.advance(DROP_AFTER_MS);
+    world.child.emit(event); // still queued in pi: waited for
+    assert.equal(pi.sent.length, 1);
+    ctx.hasPendingMessages = () => false;
+    world.child.emit(event);
+    assert.equal(pi.sent.length, 2);
+    assert.equal(bridge.stats.resent, 1);
+    assert.deepEqual(world.child.lines, []);
+    await pi.show(event.text, ctx);
+    assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
+  });
+
+  test("without hasPendingMessages an unshown message is never taken as dropped", async () => {
+    const { world, pi, ctx } = await started();
+    delete ctx.hasPendingMessages;
+    const event = newEvent();
+    world.child.emit(event);
+    await world.advance(DROP_AFTER_MS * 10);
+    world.child.emit(event);
+    assert.equal(pi.sent.length, 1);
+  });
+
   test("sendUserMessage throwing: not acknowledged but refused, so watch delivers it again", async () => {
-    const { world, pi, bridge } = await started();
+    const { world, pi, ctx, bridge } = await started();
     pi.throwOnSend = true;
     const event = newEvent();
     world.child.emit(event);
     assert.equal(world.child.lines[0].nack, event.event_id);
+    assert.equal(bridge.unshown.size, 0);
     pi.throwOnSend = false;
     world.child.emit(event); // the redelivery
     assert.equal(pi.sent.length, 1);
+    assert.equal(world.child.lines.length, 1);
+    await pi.show(event.text, ctx);
     assert.deepEqual(world.child.lines[1], { ack: event.event_id });
     assert.equal(bridge.stats.nacked, 1);
   });
@@ -430,6 +570,7 @@ describe("delivery", () => {
     ctx.idle = false; // streaming: no start gate in the way
     const event = newEvent();
     world.child.emit(event);
+    await pi.show(event.text, ctx); // shown and acknowledged, but the child dies before reading it
     world.child.exit(null, "SIGKILL");
     await world.advance(RESTART_MIN_MS);
     assert.equal(world.children.length, 2);
@@ -438,6 +579,7 @@ describe("delivery", () => {
     assert.equal(pi.sent.length, 1);
     assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
     assert.equal(bridge.stats.duplicates, 1);
+    assert.equal(bridge.stats.delivered, 1);
   });
 
   test("no model selected in pi: the message is refused (kept by watch), with one warning", async () => {
@@ -452,6 +594,7 @@ describe("delivery", () => {
     ctx.model = { id: "fake-model" };
     world.child.emit(event);
     assert.equal(pi.sent.length, 1);
+    await pi.show(event.text, ctx);
     assert.deepEqual(world.child.lines.at(-1), { ack: event.event_id });
   });
 
@@ -482,6 +625,9 @@ describe("delivery", () => {
     ctx.idle = false;
     await pi.fire("agent_start", { type: "agent_start" }, ctx);
     assert.deepEqual(pi.sent.map((s) => s.text), [first.text, second.text]);
+    assert.deepEqual(world.child.lines, []);
+    await pi.show(first.text, ctx);
+    await pi.show(second.text, ctx);
     assert.deepEqual(world.child.lines, [{ ack: first.event_id }, { ack: second.event_id }]);
   });
 
@@ -517,6 +663,7 @@ describe("delivery", () => {
       assert.equal(pi.sent.length, 0); // pi 1.x clears its compaction state after the handlers return
       await world.advance(COMPACT_RELEASE_MS);
       assert.equal(pi.sent.length, 1);
+      await pi.show(event.text, ctx);
       assert.deepEqual(world.child.lines, [{ ack: event.event_id }]);
     });
   }
@@ -638,6 +785,42 @@ describe("child lifecycle", () => {
     assert.deepEqual(child.signals, []);
     await world.advance(RESTART_MAX_MS * 2);
     assert.equal(world.children.length, 1); // no restart after shutdown
+  });
+
+  test("shutdown with messages sent but not shown: refused, never acknowledged", async () => {
+    const { world, pi, ctx, bridge } = await started();
+    ctx.idle = false;
+    const shown = newEvent();
+    const queued = newEvent();
+    world.child.emit(shown);
+    await pi.show(shown.text, ctx);
+    world.child.emit(queued); // queued as a follow-up; the session ends before pi takes it up
+    const child = world.child;
+    const done = pi.fire("session_shutdown", { reason: "quit" }, ctx);
+    await flush();
+    assert.deepEqual(child.lines, [{ ack: shown.event_id }, { nack: queued.event_id, reason: SHUTDOWN_NACK_REASON }]);
+    assert.equal(SHUTDOWN_NACK_REASON, "session ended before pi showed it");
+    const nackAt = world.log.findIndex((e) => e[0] === "child" && e[2].includes("nack"));
+    const closedAfter = child.inputClosed;
+    assert.ok(nackAt >= 0 && closedAfter);
+    await pi.show(queued.text, ctx); // too late: nothing more is written
+    child.exit(0);
+    await done;
+    assert.ok(!child.lines.some((l) => l.ack === queued.event_id));
+    assert.equal(bridge.stats.delivered, 1);
+  });
+
+  test("shutdown after the child died: unshown messages are neither acked nor nacked anywhere", async () => {
+    const { world, pi, ctx } = await started();
+    ctx.idle = false;
+    const queued = newEvent();
+    world.child.emit(queued);
+    const child = world.child;
+    child.exit(1);
+    await pi.fire("session_shutdown", { reason: "quit" }, ctx);
+    await world.advance(RESTART_MAX_MS * 2);
+    assert.equal(world.children.length, 1);
+    assert.deepEqual(child.lines, []);
   });
 
   test("a child that ignores end of input gets SIGTERM, then SIGKILL", async () => {

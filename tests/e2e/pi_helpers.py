@@ -62,6 +62,69 @@ def cli_wrapper(directory: Path) -> tuple[Path, Path]:
     return wrapper, log
 
 
+_RECORDER = """\
+import json, os, subprocess, sys, time
+REAL, LOG, INVOCATIONS = {real!r}, {log!r}, {invocations!r}
+args = sys.argv[1:]
+with open(INVOCATIONS, "a") as f:
+    f.write(f"{{os.getpid()}} {{' '.join(args)}}\\n")
+if not ("watch" in args and "--ack-stdin" in args):
+    os.execv(REAL[0], REAL + args)
+# The watch child: pass stdin through line by line, recording each line with the time it arrived.
+child = subprocess.Popen(REAL + args, stdin=subprocess.PIPE)
+with open(LOG, "a") as log:
+    for raw in iter(sys.stdin.buffer.readline, b""):
+        line = raw.decode("utf-8", "replace").strip()
+        log.write(json.dumps({{"t": time.time(), "pid": child.pid, "line": line}}) + "\\n")
+        log.flush()
+        try:
+            child.stdin.write(raw)
+            child.stdin.flush()
+        except OSError:
+            break
+try:
+    child.stdin.close()
+except OSError:
+    pass
+sys.exit(child.wait())
+"""
+
+
+def stdin_recorder(directory: Path) -> tuple[Path, Path, Path]:
+    """A ``kijito-pull`` wrapper like ``cli_wrapper`` that also records every line the extension
+    writes to its watch child's stdin (``{"t": unix time, "pid": ..., "line": ...}`` per line), so a
+    test can tell when each ack or nack was given. Returns (wrapper, invocation log, stdin log).
+
+    The watch child runs under the recorder (two processes match ``watch_children``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    log, stdin_log = directory / "invocations.log", directory / "stdin.ndjson"
+    log.touch()
+    stdin_log.touch()
+    wrapper = directory / "kijito-pull"
+    wrapper.write_text(f"#!{sys.executable}\n"
+                       + _RECORDER.format(real=real_cli(), log=str(stdin_log), invocations=str(log)))
+    wrapper.chmod(0o755)
+    return wrapper, log, stdin_log
+
+
+def stdin_lines(stdin_log: Path) -> list[dict]:
+    """What the extension wrote to its watch children, in order: {"t", "pid", "line", "command"}."""
+    out = []
+    for text in stdin_log.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(text)
+            with contextlib.suppress(ValueError):
+                entry["command"] = json.loads(entry["line"])
+            out.append(entry)
+    return out
+
+
+def answers(stdin_log: Path, event_id: str) -> list[dict]:
+    """The acks and nacks the extension gave for ``event_id``, in order."""
+    return [e for e in stdin_lines(stdin_log) if isinstance(e.get("command"), dict)
+            and event_id in (e["command"].get("ack"), e["command"].get("nack"))]
+
+
 def invocations(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if line.strip()]
 
@@ -82,6 +145,7 @@ class PiSession:
     proc: h.HarnessProcess
     model: FakeModel
     log: Path
+    stdin_log: Path | None = None
 
     # -- RPC events ----------------------------------------------------------------------------
     def ui_requests(self, method: str) -> list[dict]:
@@ -120,7 +184,8 @@ class PiSession:
         return [r for r in self.model.model_requests if needle in text_of(r)]
 
     def diagnostics(self) -> str:
-        return (self.proc.diagnostics() + "\n--- CLI invocations\n" + self.log.read_text()
+        stdin = "" if self.stdin_log is None else "\n--- watch stdin\n" + self.stdin_log.read_text()[-3000:]
+        return (self.proc.diagnostics() + "\n--- CLI invocations\n" + self.log.read_text() + stdin
                 + f"\n--- model requests: {len(self.model.model_requests)}")
 
 
@@ -134,22 +199,28 @@ def kijito_env(sb: Sandbox, state_dir: Path, wrapper: Path, extra: dict[str, str
 def start_pi_session(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Path, project: Path,
                      state_dir: Path, name: str = "pi", mode: str = "rpc",
                      extra_args: tuple[str, ...] = (), extensions: tuple[Path, ...] = (EXTENSION,),
-                     env: dict[str, str] | None = None, settings: dict[str, Any] | None = None) -> PiSession:
+                     env: dict[str, str] | None = None, settings: dict[str, Any] | None = None,
+                     record_stdin: bool = False) -> PiSession:
     """pi (``mode`` rpc by default) in ``project`` with the extension, a private HOME under ``root``,
-    reaching ``model`` and ``sb``; the CLI runs through a logging wrapper. ``settings`` are merged
-    into the agent dir's settings.json."""
+    reaching ``model`` and ``sb``; the CLI runs through a logging wrapper (``record_stdin``: one that
+    also records what the extension writes to its watch child, see ``stdin_recorder``). ``settings``
+    are merged into the agent dir's settings.json."""
     home = root / f"{name}-home"
     home.mkdir(parents=True, exist_ok=True)
     agent = h.write_pi_agent_dir(home / ".pi" / "agent", model.url)
     if settings:
         path = agent / "settings.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), **settings}))
-    wrapper, log = cli_wrapper(root / f"{name}-bin")
+    stdin_log = None
+    if record_stdin:
+        wrapper, log, stdin_log = stdin_recorder(root / f"{name}-bin")
+    else:
+        wrapper, log = cli_wrapper(root / f"{name}-bin")
     argv = h.netns().wrap(h.pi_argv(harness, mode=mode, extensions=extensions, extra_args=extra_args))
     # print and json modes read piped stdin to EOF before they start: give them none.
     proc = h.HarnessProcess(argv, env=h.pi_env(home, agent, kijito_env(sb, state_dir, wrapper, env)), cwd=project,
                             stdin_pipe=mode == "rpc", name=f"{harness.name}:{name}")
-    return PiSession(proc, model, log)
+    return PiSession(proc, model, log, stdin_log)
 
 
 def start_installed_session(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Path, project: Path,
@@ -287,6 +358,25 @@ def slow_model(model: FakeModel, seconds: float) -> Iterator[None]:
     model.reply = reply
     try:
         yield
+    finally:
+        model.reply = saved
+
+
+@contextlib.contextmanager
+def timed_slow_model(model: FakeModel, seconds: float) -> Iterator[list[float]]:
+    """Like ``slow_model``; yields a list that gets the time each answer was released (after its
+    wait), so a test knows the earliest moment pi could have taken up a queued follow-up."""
+    saved = model.reply
+    released: list[float] = []
+
+    def reply(request: dict) -> str:
+        time.sleep(seconds)
+        released.append(time.time())
+        return saved(request) if callable(saved) else saved
+
+    model.reply = reply
+    try:
+        yield released
     finally:
         model.reply = saved
 

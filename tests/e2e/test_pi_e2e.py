@@ -142,6 +142,90 @@ def test_mail_during_a_run_is_queued_as_the_next_turn(pi_harness: h.Harness, sb:
         assert errors == [], errors
 
 
+def _answer(session: ph.PiSession, event_id: str, timeout: float = 15.0) -> dict:
+    """The first ack or nack the extension wrote to its watch child for ``event_id``."""
+    assert session.stdin_log is not None
+    found = ph.wait_until(lambda: ph.answers(session.stdin_log, event_id), timeout)
+    assert found, f"no answer for {event_id} on the watch child's stdin\n" + session.diagnostics()
+    return found[0]
+
+
+def test_mail_during_a_run_is_acked_only_once_pi_shows_it(pi_harness: h.Harness, sb: Sandbox,
+                                                          fake_model: FakeModel, tmp_path: Path,
+                                                          project: Path) -> None:
+    """Mail handed over while a run is busy is only queued in pi: the extension acknowledges it once
+    pi shows it (the run's answer came, the follow-up became the next turn), not when
+    sendUserMessage returned, seconds earlier."""
+    session = _session(pi_harness, sb, fake_model, tmp_path, project, record_stdin=True)
+    with session.proc as proc:
+        _watching(session)
+        with ph.timed_slow_model(fake_model, 3.0) as released:
+            proc.send({"type": "prompt", "message": "USER-PROMPT-BUSY: refactor the parser"})
+            first = _reached(session, "USER-PROMPT-BUSY", timeout=15)
+            mid, _ = _send(sb, "BUSY-MAIL")  # the model takes 3 s to answer: pi is in a run
+            event_id = f"{ph.PERSONA}:new:{mid}"
+            queued = proc.wait_for_event(
+                lambda e: e.get("type") == "queue_update" and "BUSY-MAIL" in str(e.get("followUp")), timeout=5)
+            queued_seen = time.time()
+            assert queued is not None, "the mail was not queued as a follow-up\n" + session.diagnostics()
+            # Handed to pi (sendUserMessage returned: it is queued), not shown: no answer yet.
+            assert ph.answers(session.stdin_log, event_id) == [], session.diagnostics()
+            mail = _reached(session, "BUSY-MAIL", timeout=20)
+            answer = _answer(session, event_id)
+        assert answer["command"] == {"ack": event_id}, answer
+        assert released, "the slow answer was never released"
+        first_answer = released[0]
+        # pi could only show the queued follow-up after the run's answer came back...
+        assert answer["t"] >= first_answer, (answer["t"], first_answer, session.diagnostics())
+        assert answer["t"] - queued_seen > 1.0, (answer["t"], queued_seen)
+        # ...and shows it (message_end) just before it asks the model about it.
+        assert answer["t"] <= mail["time"] + 1.0, (answer["t"], mail["time"])
+        assert mail["index"] > first["index"]
+        shown = [e for e in proc.events if e.get("type") == "message_end"
+                 and (e.get("message") or {}).get("role") == "user" and "BUSY-MAIL" in str(e.get("message"))]
+        assert len(shown) == 1, session.diagnostics()
+        # Acknowledged once; the next pull does not hand it over again.
+        _send(sb, "LATER-MAIL")
+        _settle([session], ["BUSY-MAIL", "LATER-MAIL"])
+        assert ph.handed_over([session], "BUSY-MAIL") == 1
+        assert ph.handed_over([session], "LATER-MAIL") == 1
+        assert len(ph.answers(session.stdin_log, event_id)) == 1, session.diagnostics()
+
+
+def test_session_ending_before_pi_shows_mail_does_not_ack_it(pi_harness: h.Harness, sb: Sandbox,
+                                                             fake_model: FakeModel, tmp_path: Path,
+                                                             project: Path) -> None:
+    """pi quits while the mail is still queued behind a run: the extension refuses it ("session ended
+    before pi showed it") instead of acknowledging it, and the next session gets it."""
+    session = _session(pi_harness, sb, fake_model, tmp_path, project, record_stdin=True)
+    with session.proc as proc:
+        _watching(session)
+        with ph.slow_model(fake_model, 6.0):
+            proc.send({"type": "prompt", "message": "USER-PROMPT-LONG: a long run"})
+            _reached(session, "USER-PROMPT-LONG", timeout=15)
+            mid, _ = _send(sb, "UNSHOWN-MAIL")
+            event_id = f"{ph.PERSONA}:new:{mid}"
+            queued = proc.wait_for_event(
+                lambda e: e.get("type") == "queue_update" and "UNSHOWN-MAIL" in str(e.get("followUp")), timeout=5)
+            assert queued is not None, session.diagnostics()
+            proc.close_stdin()  # RPC: end of input ends the session, mid-run
+            try:
+                proc.wait(timeout=20)
+            except Exception:
+                pytest.fail("pi did not end\n" + session.diagnostics())
+        assert not session.requests_with("UNSHOWN-MAIL"), "pi showed it after all: the test proves nothing"
+        answers = [a["command"] for a in ph.answers(session.stdin_log, event_id)]
+        assert answers == [{"nack": event_id, "reason": "session ended before pi showed it"}], (
+            answers, session.diagnostics())
+
+    nxt = _session(pi_harness, sb, fake_model, tmp_path, project, name="next")
+    with nxt.proc:
+        _watching(nxt)
+        _reached(nxt, "UNSHOWN-MAIL", timeout=20)
+        _settle([nxt], ["UNSHOWN-MAIL"])
+        assert ph.handed_over([nxt], "UNSHOWN-MAIL") == 1
+
+
 def test_mail_during_a_manual_compaction_waits_for_it(pi_harness: h.Harness, sb: Sandbox, fake_model: FakeModel,
                                                      tmp_path: Path, project: Path) -> None:
     """Mail arriving while the session compacts (pi 1.x refuses every prompt then) is handed over
