@@ -54,7 +54,7 @@ def _ok(proc, what: str) -> str:
 
 
 def test_the_fresh_install_uses_its_package_data(fresh: ih.FreshInstall, tmp_path: Path) -> None:
-    code = ("from kijito_pull import plugin_files as p; "
+    code = ("from kijito_pull.harnesses import plugin_files as p; "
             "print(p.bundle_root('claude-plugin')); print(p.bundle_root('pi'))")
     import subprocess
 
