@@ -29,7 +29,7 @@ from kijito_pull.sandbox import Sandbox
 
 TOKEN = "hook-token-5e1"
 PERSONA = "river"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 KIJITO_PULL = str(Path(sys.executable).parent / "kijito-pull")
 OPT_IN = "# Project\n\n- inbox monitor: raise on start\n- inbox persona: river\n"
 

@@ -31,7 +31,7 @@ from kijito_pull.harnesses.daemon import supervision
 from kijito_pull.harnesses.installkit import Wiring
 from kijito_pull.harnesses.registry import wiring
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the wheel ----------------------------------------------------------------------------------------------
