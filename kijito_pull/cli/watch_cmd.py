@@ -12,12 +12,13 @@ from pathlib import Path
 from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
 from kijito_pull.context import Context, Settings
-from kijito_pull.core import config
+from kijito_pull.core import config, process
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
+from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import Sink
 from kijito_pull.core.state import CursorState, StateError
 from kijito_pull.sinks.stdout import NdjsonSink
@@ -77,7 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--ack-stdin", action="store_true",
                      help="wait for {\"ack\": EVENT_ID} on stdin before acknowledging each message "
                           "(the pi extension's protocol; {\"sweep\": true} pulls at once)")
-    out.add_argument("--ack-timeout", type=float, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    # How long --ack-stdin waits for one confirmation before it releases the message (it is offered again
+    # later); no lock is held meanwhile, so a long wait delays only what follows in this session.
+    out.add_argument("--ack-timeout", type=float, default=300.0, metavar="SECONDS", help=argparse.SUPPRESS)
     out.add_argument("--content-chars", type=options.non_negative_int, default=220, metavar="N",
                      help="clip content in events to N characters (default 220)")
     out.add_argument("--no-content", action="store_true", help="omit message content from events")
@@ -143,7 +146,12 @@ def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) ->
 
         commands = StdinCommands(env.stdin, loop, env.stderr)
         commands.start()
-        return AckSink(env.stdout, commands, timeout=args.ack_timeout, errors=env.stderr)
+        sink = AckSink(env.stdout, commands, timeout=args.ack_timeout, errors=env.stderr)
+        # The controller (pi) confirms each message itself: a pending hand-over held by this process,
+        # claimed back at once if it dies, and never waited for under the cursor's lock.
+        me = process.me()
+        sink.holder = Holder(f"ack-stdin:{me.pid}", me.pid, me.start, ttl=args.ack_timeout + 60)
+        return sink
     if args.events_file or args.events_file_template:
         from kijito_pull.sinks.eventsfile import EventsFileSink, template_path
         if args.events_file_template:

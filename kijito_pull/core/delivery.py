@@ -2,6 +2,12 @@
 
 Signals first, then mail in id order; each message is acknowledged as soon as the sink took it, and
 the loop stops at the first message the sink refused, so a consumer never sees N+1 before N.
+
+A sink with a `holder` (an agent session that confirms each message itself, the pi child) is served in
+two phases instead: under the cursor's lock the batch is recorded as pending hand-overs for the holder;
+then, with the lock released, each message is written and its confirmation awaited, and settled (a
+brief lock) as confirmed or released. So a slow session never blocks the other pullers of the cursor,
+and a process killed while it waits loses nothing: its entries are claimed back (core/pending.py).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from dataclasses import dataclass, field
 
 from kijito_pull.core.engine import Engine
 from kijito_pull.core.events import EventFactory
+from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import Sink
 
 
@@ -30,6 +37,8 @@ class PullReport:
 def pull_through(engine: Engine, factory: EventFactory, sink: Sink, *, peek: bool = False,
                  content_chars: int | None = None, no_content: bool = False) -> PullReport:
     """Raises ApiError if the newest page cannot be read, StateError if the cursor cannot be locked or saved."""
+    if sink.holder is not None and not peek:
+        return _hand_over_through(engine, factory, sink, sink.holder, content_chars, no_content)
     report = PullReport(engine.persona)
     with engine.open(peek=peek) as pull:
         for event in pull.signals:
@@ -53,4 +62,29 @@ def pull_through(engine: Engine, factory: EventFactory, sink: Sink, *, peek: boo
         report.pinned = pull.pinned
         report.problem = pull.problem
         report.hidden_unread = pull.newest.hidden_unread()
+    return report
+
+
+def _hand_over_through(engine: Engine, factory: EventFactory, sink: Sink, holder: Holder,
+                       content_chars: int | None, no_content: bool) -> PullReport:
+    report = PullReport(engine.persona)
+    with engine.open(holder=holder) as pull:
+        for event in pull.signals:
+            sink.signal(event)
+        pull.retake()  # what this holder was handed and never settled (its wait was cut short) goes again
+        batch = list(pull.pending)
+        if batch:
+            pull.hand_over(batch)
+        report.pinned = pull.pinned
+        report.problem = pull.problem
+        report.hidden_unread = pull.newest.hidden_unread()
+    sink.begin(engine.persona, batch)
+    for index, message in enumerate(batch):
+        event = factory.new(engine.persona, message, content_chars=content_chars, no_content=no_content)
+        if not sink.deliver(event, message):
+            report.refused = message.id
+            engine.settle(holder.key, released=[m.id for m in batch[index:]])
+            break
+        engine.settle(holder.key, confirmed=[message.id])
+        report.delivered.append(message.id)
     return report

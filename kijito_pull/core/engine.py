@@ -202,7 +202,7 @@ class Engine:
                  consumer: str = "agent", max_replay: int = DEFAULT_MAX_REPLAY,
                  page_budget: int = DEFAULT_PAGE_BUDGET, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  suppress_authors: Iterable[str] = (), progress: Callable[[int, int], None] | None = None,
-                 holder_alive: pending_mod.Liveness | None = None,
+                 holder_alive: pending_mod.Liveness | None = pending_mod.process_alive,
                  max_handovers: int = pending_mod.DEFAULT_MAX_HANDOVERS):
         self.client = client
         self.store = store

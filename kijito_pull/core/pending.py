@@ -79,6 +79,15 @@ class Entry:
 Liveness = Callable[[Entry], "bool | None"]
 
 
+def process_alive(entry: Entry) -> bool | None:
+    """The default liveness: an entry naming its holder's process is alive while that process runs."""
+    if entry.pid is None:
+        return None
+    from kijito_pull.core import process
+
+    return process.alive(entry.pid, entry.start)
+
+
 def fresh() -> Entry:
     return Entry(holder=None, count=0)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kijito_pull.core.models import Message
+from kijito_pull.core.pending import Holder
 
 PULL_NOW = "pull_now"
 CLOSED = "sink_closed"
@@ -22,6 +23,10 @@ class Sink:
     """Base sink: per-message delivery. Subclasses that can only hand over a batch set `batch = True`."""
 
     batch = False
+    #: Set when the consumer is an agent session that confirms each message itself, possibly long after
+    #: it was written (the pi child): the mail is then a pending hand-over for this holder, and the
+    #: cursor's lock is not held while `deliver` waits (core/delivery.py).
+    holder: Holder | None = None
 
     def signal(self, event: dict) -> None:
         """Diagnostics (alert, state_corrupt, ...): best effort, they never gate the cursor."""

@@ -235,6 +235,33 @@ def test_ack_stdin_protocol_holds_until_acknowledged(sb, cli, watches):
     assert cli("--once", "--json", "--persona", "P").new_ids == []
 
 
+def test_ack_stdin_waits_without_the_cursor_lock_and_holds_the_message_for_its_session(sb, cli, watches):
+    """While the controller has not confirmed a message, other pullers of the same cursor neither wait
+    for the lock nor get that message; mail the child does not hold flows to them as usual."""
+    first = sb.send(to="P", sender="Q", content="held")
+    w = start(watches, cli, "--persona", "P", "--ack-stdin", stdin=True)
+    event = w.new("held")
+    started = time.monotonic()
+    other = cli("--once", "--json", "--persona", "P", "--lock-timeout", "1")
+    assert other.code == 0 and time.monotonic() - started < 5
+    assert first not in other.new_ids  # pending with the child's session: not handed over twice
+    status = json.loads(cli("status", "--json").stdout.splitlines()[0])
+    assert status["cursor"] < first  # nor passed by the cursor
+    w.send_line({"ack": event["event_id"]})
+    w.proc.stdin.close()
+    assert w.proc.wait(10) == 0
+    assert cli("--once", "--json", "--persona", "P").new_ids == []
+
+
+def test_ack_stdin_child_killed_while_it_waits_loses_nothing(sb, cli, watches):
+    mid = sb.send(to="P", sender="Q", content="in flight")
+    w = start(watches, cli, "--persona", "P", "--ack-stdin", stdin=True)
+    w.new("in flight")
+    w.proc.kill()  # shown to nobody: its hand-over dies with it
+    w.proc.wait(10)
+    assert cli("--once", "--json", "--persona", "P").new_ids == [mid]
+
+
 def test_heartbeat_and_clean_signals(sb, cli, watches):
     w = start(watches, cli, "--persona", "P", "--heartbeat", "1")
     beat = w.wait_for(lambda e: e["event"] == "heartbeat", timeout=5)
