@@ -11,13 +11,15 @@ from kijito_pull.cli import options
 from kijito_pull.cli.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
-from kijito_pull.core.state import StateError, StateStore
+from kijito_pull.core.state import CursorState, StateError, StateStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("status", help="show cursor, pin and lock state of each persona and consumer",
+    parser = sub.add_parser("status", help="show cursor, pin, lock and pending hand-overs of each cursor",
                             description="Show every cursor under the state directory (or only --persona's): "
-                                        "position, pin, lock holder. Reads local files only.")
+                                        "position, pin, lock holder, and the hand-overs to agent sessions not "
+                                        "yet confirmed (holder, since when, how many times handed over). "
+                                        "Reads local files only.")
     parser.add_argument("--persona", action="append", metavar="NAME", help="only this persona; repeatable")
     parser.add_argument("--consumer", metavar="NAME", help="only this consumer")
     parser.add_argument("--json", action="store_true", help="one JSON object per cursor, one per line")
@@ -40,10 +42,35 @@ def _describe(state_file: Path) -> dict[str, Any]:
         state = loaded.state
         assert state is not None
         row.update(status="pinned" if state.pin else "ok", cursor=state.cursor,
-                   delivered_above=len(state.delivered_above), pin=state.pin)
+                   delivered_above=len(state.delivered_above), pin=state.pin, pending=_pending(state))
     holder = store.lock_holder()
     row["lock"] = "free" if holder is None else {"held_by_pid": holder or None}
     return row
+
+
+def _pending(state: CursorState) -> list[dict[str, Any]]:
+    """Hand-overs to agent sessions not yet confirmed, one row per holder (None: released, unseen again)."""
+    by_holder: dict[str | None, dict[str, Any]] = {}
+    for ident, entry in sorted(state.pending.items()):
+        row = by_holder.setdefault(entry.holder, {"holder": entry.holder, "ids": [], "since": entry.since,
+                                                  "until": entry.until, "handovers": 0})
+        row["ids"].append(ident)
+        row["handovers"] = max(row["handovers"], entry.count)
+        if entry.since and (row["since"] is None or entry.since < row["since"]):
+            row["since"] = entry.since
+    return list(by_holder.values())
+
+
+def _pending_text(rows: list[dict[str, Any]]) -> str:
+    parts = []
+    for r in rows:
+        ids = ", ".join(map(str, r["ids"][:5])) + (", ..." if len(r["ids"]) > 5 else "")
+        if r["holder"] is None:
+            parts.append(f"{len(r['ids'])} released, unseen again ({ids}; handed over up to {r['handovers']}x)")
+        else:
+            parts.append(f"{len(r['ids'])} pending with {r['holder']} since {r['since']} ({ids}; "
+                         f"handed over up to {r['handovers']}x)")
+    return "; ".join(parts)
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
@@ -71,6 +98,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
             env.stdout.write(f"{head}: corrupt ({row['reason']}); lock {lock}\n")
             continue
         pin = f"; PINNED since {row['pin']['since']}: {row['pin']['reason']}" if row["pin"] else ""
+        pending = f"; {_pending_text(row['pending'])}" if row["pending"] else ""
         env.stdout.write(f"{head}: cursor {row['cursor']}, {row['delivered_above']} delivered above the cursor, "
-                         f"lock {lock}{pin}\n")
+                         f"lock {lock}{pin}{pending}\n")
     return ExitCode.OK

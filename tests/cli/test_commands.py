@@ -11,6 +11,7 @@ import pytest
 
 from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
+from kijito_pull.context import Context
 from tests.clirunner import Cli
 
 TOKEN = "cmd-token-77c2"
@@ -133,6 +134,24 @@ def test_status_reports_cursor_pin_and_lock(sb, cli):
     only = [json.loads(line) for line in cli("status", "--json", "--consumer", "script").stdout.splitlines()]
     assert [r["consumer"] for r in only] == ["script"]
     assert f"cursor {mid}" in cli("status", "--persona", "P").stdout
+
+
+def test_status_shows_pending_hand_overs_per_session(sb, cli):
+    from kijito_pull.context import Flags, Settings
+    from kijito_pull.core.pending import Holder
+
+    first = sb.send(to="P", sender="Q", content="one")
+    assert cli("--once", "--json", "--persona", "P").new_ids == [first]
+    mids = [sb.send(to="P", sender="Q", content=f"m{i}") for i in range(3)]
+    environ = {"KIJITOMON_TOKEN": sb.token, "KIJITO_BASE": sb.url, "KIJITO_PULL_STATE_DIR": str(cli.state_dir),
+               "KIJITO_PULL_CONFIG": str(cli.state_dir / "none.toml")}
+    with Context(Settings(environ, Flags())) as ctx, ctx.engine("P").open(holder=Holder("claude:s1")) as pull:
+        pull.hand_over(pull.pending[:2])
+    [row] = [json.loads(line) for line in cli("status", "--json").stdout.splitlines()]
+    [held] = row["pending"]
+    assert held["holder"] == "claude:s1" and held["ids"] == mids[:2] and held["handovers"] == 1
+    assert held["since"] and held["until"]
+    assert f"2 pending with claude:s1 since {held['since']}" in cli("status").stdout
 
 
 def test_status_shows_a_pin(sb, cli):
