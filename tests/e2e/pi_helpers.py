@@ -10,7 +10,9 @@ import json
 import os
 import shlex
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -257,6 +259,106 @@ def start_pi_tui(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Pat
 
 
 # ---------------------------------------------------------------------------------------------
+# Other pullers of the same cursor: `kijito-pull --once`, the Claude Code hooks, `status`
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Ran:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def ndjson(self) -> list[dict]:
+        out = []
+        for line in self.stdout.splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def new_ids(self) -> list[int]:
+        return [e["id"] for e in self.ndjson() if isinstance(e, dict) and e.get("event") == "new"]
+
+    def __str__(self) -> str:
+        return (f"exit {self.code} after {self.seconds:.2f} s\n--- stdout\n{self.stdout[-3000:]}"
+                f"\n--- stderr\n{self.stderr[-3000:]}")
+
+
+@dataclass
+class Puller:
+    """Runs the CLI the way a script or Claude Code would, beside a pi session: same Kijito base, token
+    and state dir (so the same cursor, consumer ``agent``), in the test namespace, its own HOME."""
+
+    sb: Sandbox
+    state_dir: Path
+    project: Path
+    home: Path
+
+    def env(self) -> dict[str, str]:
+        self.home.mkdir(parents=True, exist_ok=True)
+        return h.base_env(self.home, {
+            "KIJITO_BASE": self.sb.url, "KIJITOMON_TOKEN": TOKEN, "KIJITO_PULL_STATE_DIR": str(self.state_dir),
+            "KIJITO_PULL_CONFIG": str(self.home / "no-config.toml"),
+            # headless Claude Code, and no waker process left behind by a hook
+            "CLAUDE_CODE_ENTRYPOINT": "sdk-cli", "KIJITO_PULL_CLAUDE_WAKER": "off"})
+
+    def run(self, args: list[str], *, stdin: str | None = None, timeout: float = 30.0) -> Ran:
+        argv = h.netns().wrap(real_cli() + args)
+        started = time.monotonic()
+        try:
+            done = subprocess.run(argv, input=(stdin or "").encode(), capture_output=True, env=self.env(),
+                                  cwd=self.project, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(f"kijito-pull {' '.join(args)} did not exit within {timeout} s") from exc
+        return Ran(done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"),
+                   time.monotonic() - started)
+
+    def once(self, *extra: str) -> Ran:
+        """``kijito-pull --once --json --persona P`` (default consumer), as a script runs it."""
+        return self.run(["--once", "--json", "--persona", PERSONA, *extra])
+
+    def transcript(self, session_id: str) -> Path:
+        """The (emulated) Claude Code session's transcript, named in its hooks' input."""
+        path = self.home / "transcripts" / f"{session_id}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        return path
+
+    def claude_stop(self, session_id: str = "claude-sess-1", *, active: bool = False) -> Ran:
+        """The Claude Code Stop hook as Claude Code runs it: in the project, its hook input on stdin
+        (``active``: the agent goes on because a Stop hook blocked, ``stop_hook_active``)."""
+        payload = {"session_id": session_id, "transcript_path": str(self.transcript(session_id)),
+                   "cwd": str(self.project), "permission_mode": "default", "hook_event_name": "Stop",
+                   "stop_hook_active": active}
+        return self.run(["hook", "claude-stop"], stdin=json.dumps(payload))
+
+    def claude_takes_block(self, session_id: str, reason: str) -> None:
+        """What Claude Code does with a Stop block: the reason goes to the model and into the session's
+        transcript (a user-role record, as 2.1.197 words it), where a later hook of the session can
+        find it."""
+        record = {"type": "user", "sessionId": session_id, "isMeta": True,
+                  "message": {"role": "user", "content": f"Stop hook feedback:\n{reason}"}}
+        with self.transcript(session_id).open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def status(self) -> list[dict]:
+        """``kijito-pull status --json``: this persona's cursor rows."""
+        ran = self.run(["status", "--json", "--persona", PERSONA])
+        assert ran.code == 0, str(ran)
+        return [row for row in ran.ndjson() if isinstance(row, dict)]
+
+
+def hook_reason(ran: Ran) -> str | None:
+    """The text a Claude Stop hook handed over (its block reason), None when it let the stop happen."""
+    if not ran.stdout.strip():
+        return None
+    data = json.loads(ran.stdout)
+    assert isinstance(data, dict), ran.stdout
+    if data.get("decision") == "block":
+        return str(data.get("reason") or "")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
 # Processes
 # ---------------------------------------------------------------------------------------------
 def _proc_stat(pid: int) -> tuple[int, int] | None:
@@ -378,6 +480,25 @@ def timed_slow_model(model: FakeModel, seconds: float) -> Iterator[list[float]]:
     try:
         yield released
     finally:
+        model.reply = saved
+
+
+@contextlib.contextmanager
+def gated_model(model: FakeModel, limit: float = 60.0) -> Iterator[threading.Event]:
+    """Hold every model answer until the yielded event is set (at most ``limit`` seconds): a run in
+    progress for exactly as long as the test needs. Set on exit."""
+    saved = model.reply
+    gate = threading.Event()
+
+    def reply(request: dict) -> str:
+        gate.wait(limit)
+        return saved(request) if callable(saved) else saved
+
+    model.reply = reply
+    try:
+        yield gate
+    finally:
+        gate.set()
         model.reply = saved
 
 

@@ -192,6 +192,99 @@ def test_mail_during_a_run_is_acked_only_once_pi_shows_it(pi_harness: h.Harness,
         assert len(ph.answers(session.stdin_log, event_id)) == 1, session.diagnostics()
 
 
+PROMPT_RETURN = 3.0  # a hook or --once beside a waiting pi returns within this (the hook's lock wait is 2 s)
+
+
+def test_hook_and_once_beside_pi_waiting_to_show_mail_neither_wait_nor_duplicate(
+        pi_harness: h.Harness, sb: Sandbox, fake_model: FakeModel, tmp_path: Path, project: Path) -> None:
+    """While pi holds a message it has not shown yet (queued behind a run; its watch child waits for
+    the ack), `kijito-pull --once` and a Claude Code Stop hook on the same persona and consumer return
+    at once, exit 0, and are not handed that message; mail sent after it goes to them. Once pi shows
+    and acks it, every message reached exactly one consumer and nothing is pending or left unseen."""
+    session = _session(pi_harness, sb, fake_model, tmp_path, project, record_stdin=True)
+    puller = ph.Puller(sb, tmp_path / "state", project, tmp_path / "puller-home")
+    with session.proc as proc:
+        _watching(session)
+        with ph.gated_model(fake_model) as release:
+            proc.send({"type": "prompt", "message": "USER-PROMPT-HOLD: refactor the parser"})
+            _reached(session, "USER-PROMPT-HOLD", timeout=15)  # its answer is held: pi is in a run
+            held_id, _ = _send(sb, "HELD-MAIL")
+            held_event = f"{ph.PERSONA}:new:{held_id}"
+            queued = proc.wait_for_event(
+                lambda e: e.get("type") == "queue_update" and "HELD-MAIL" in str(e.get("followUp")), timeout=10)
+            assert queued is not None, "the mail was not queued as a follow-up\n" + session.diagnostics()
+
+            assert ph.answers(session.stdin_log, held_event) == [], session.diagnostics()
+            waiting = puller.status()  # (checked below, after what matters most)
+
+            # The other pullers of the same cursor, while pi waits.
+            once_id, _ = _send(sb, "ONCE-MAIL")
+            once = puller.once("--lock-timeout", "1")
+            hook_id, _ = _send(sb, "HOOK-MAIL")
+            stop = puller.claude_stop()
+            again = puller.once("--lock-timeout", "1")
+            assert ph.answers(session.stdin_log, held_event) == [], "pi acked mail it had not shown\n" + (
+                session.diagnostics())
+            assert not session.requests_with("HELD-MAIL"), "pi showed the mail before the run ended"
+            release.set()
+
+            ran = {"--once": once, "Stop hook": stop, "second --once": again}
+            slow = {name: str(r) for name, r in ran.items()
+                    if r.code != 0 or r.seconds >= PROMPT_RETURN or "lock" in r.stderr.lower()}
+            assert not slow, "held up or failed beside a waiting pi:\n" + "\n".join(
+                f"== {name}: {text}" for name, text in slow.items())
+            # --once: the mail pi does not hold, not the one it does.
+            assert once.new_ids() == [once_id], str(once)
+            assert "HELD-MAIL" not in once.stdout
+            # The Stop hook blocks the stop with the mail it was handed: only the newest one.
+            reason = ph.hook_reason(stop)
+            assert reason is not None, f"the Stop hook handed nothing over: {stop}"
+            assert "HOOK-MAIL" in reason and f"id {hook_id}, from loom" in reason, reason
+            assert "HELD-MAIL" not in reason and "ONCE-MAIL" not in reason, reason
+            # Nothing is left for a script while pi holds its message.
+            assert again.new_ids() == [], str(again)
+            # Meanwhile pi held it, unshown and unacknowledged: a pending hand-over of its watch child,
+            # which waited for the ack without holding the cursor's lock.
+            assert len(waiting) == 1 and waiting[0]["lock"] == "free", waiting
+            held = [p for p in waiting[0]["pending"] if held_id in p["ids"]]
+            assert len(held) == 1 and held[0]["ids"] == [held_id], waiting
+            holder_pid = int(str(held[0]["holder"]).rsplit(":", 1)[1])
+            assert held[0]["holder"].startswith("ack-stdin:") and holder_pid in session.watch_pids(), (
+                waiting, session.watch_pids())
+
+            # pi shows it once the run's answer came back, and only then acknowledges it.
+            mail = _reached(session, "HELD-MAIL", timeout=20)
+            answer = _answer(session, held_event)
+        assert answer["command"] == {"ack": held_event}, answer
+        assert answer["t"] <= mail["time"] + 1.0, (answer["t"], mail["time"])
+
+        _settle([session], ["HELD-MAIL"])
+        # Each message reached exactly one consumer: HELD-MAIL pi (once), ONCE-MAIL --once, HOOK-MAIL the hook.
+        assert ph.handed_over([session], "HELD-MAIL") == 1, session.diagnostics()
+        assert not session.requests_with("ONCE-MAIL"), "pi was handed mail --once took\n" + session.diagnostics()
+        assert not session.requests_with("HOOK-MAIL"), "pi was handed mail the hook took\n" + session.diagnostics()
+        assert len(ph.answers(session.stdin_log, held_event)) == 1, session.diagnostics()
+        # Nothing lost, nothing pending: no later pull gets any of it, and the cursor moved past all three.
+        # Claude Code gives the block's reason to the model and records it in the session's transcript;
+        # the session goes on, and its next Stop hook (which may confirm the hand-over from the
+        # transcript) has nothing more to hand over.
+        puller.claude_takes_block("claude-sess-1", reason)
+        next_stop = puller.claude_stop("claude-sess-1", active=True)
+        assert next_stop.code == 0 and ph.hook_reason(next_stop) is None, str(next_stop)
+        final = puller.once("--lock-timeout", "5")
+        assert final.code == 0 and final.new_ids() == [], str(final)
+        other_stop = puller.claude_stop("claude-sess-2")
+        assert other_stop.code == 0 and ph.hook_reason(other_stop) is None, str(other_stop)
+
+        def settled() -> list[dict]:
+            rows = puller.status()
+            return rows if rows and not rows[0]["pending"] and rows[0]["cursor"] == hook_id else []
+
+        rows = ph.wait_until(settled, 10, interval=0.3) or puller.status()
+        assert rows and rows[0]["pending"] == [] and rows[0]["cursor"] == hook_id, (
+            rows, held_id, once_id, hook_id)
+
+
 def test_session_ending_before_pi_shows_mail_does_not_ack_it(pi_harness: h.Harness, sb: Sandbox,
                                                              fake_model: FakeModel, tmp_path: Path,
                                                              project: Path) -> None:
