@@ -12,6 +12,13 @@ macOS (launchd):
 
 Either reads the token from a 0600 file (~/.config/kijito-pull/token, or ~/Library/Application
 Support/kijito-pull/token): never from the unit, its environment or a command line.
+
+The watch runs with its own consumer, `daemon` (`--consumer NAME` names another): a cursor is keyed by
+(API base, persona, consumer), and the agent harnesses (the Claude Code and Codex hooks, the pi child,
+`--once`) share the `agent` one, where the first to deliver wins. A daemon on that cursor would take the
+agents' mail into its events file. `installed` reads back which consumer an installed unit runs with
+(a unit from before `--consumer` existed has none: it runs with the config file's, else `agent`);
+kijito_pull.harnesses.daemon.checks flags a daemon that shares the agents' cursor.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kijito_pull.core import config
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses.base import InstallRequest
@@ -76,6 +84,82 @@ def enabled_personas(environ: Mapping[str, str]) -> list[str]:
     return sorted(found)
 
 
+class Installed:
+    """One installed daemon file, read back: what it runs and for which personas.
+
+    personas  the personas it watches (systemd: the instances enabled; launchd: the plist's --persona)
+    consumer  the `--consumer` its watch is given; None when it has none (it then runs with the config
+              file's consumer, else `agent`: the agent harnesses' cursor)
+    argv      its command (systemd: ExecStart split as a shell would, specifiers left as written)
+    """
+
+    __slots__ = ("system", "path", "personas", "consumer", "argv")
+
+    def __init__(self, system: str, path: Path, personas: list[str], consumer: str | None, argv: list[str]):
+        self.system = system
+        self.path = path
+        self.personas = personas
+        self.consumer = consumer
+        self.argv = argv
+
+    def __repr__(self) -> str:
+        return f"Installed({self.system!r}, {str(self.path)!r}, {self.personas!r}, consumer={self.consumer!r})"
+
+
+def installed(environ: Mapping[str, str]) -> list[Installed]:
+    """Every daemon file installed for this user (read-only): the systemd template, each launchd plist."""
+    from kijito_pull.harnesses.daemon import supervision
+
+    out = []
+    unit = unit_path(environ)
+    text = _read_text(unit)
+    if text is not None:
+        argv = _split(_exec_start(text))
+        out.append(Installed(SYSTEMD, unit, enabled_personas(environ),
+                             supervision.watch_option(argv, "--consumer"), argv))
+    try:
+        plists = sorted(agents_dir(environ).glob("com.kijito.pull.*.plist"))
+    except OSError:
+        plists = []
+    for plist in plists:
+        argv = _plist_arguments(_read_text(plist) or "")
+        persona = supervision.watch_option(argv, "--persona")
+        out.append(Installed(LAUNCHD, plist, [persona] if persona else [],
+                             supervision.watch_option(argv, "--consumer"), argv))
+    return out
+
+
+def agent_consumer(environ: Mapping[str, str]) -> str:
+    """The consumer the agent harnesses use: the config file's `consumer`, else `agent` (what the hooks
+    and a watch without --consumer read)."""
+    try:
+        name = config.load_config_file(environ).get("consumer")
+        return config.validate_consumer(str(name or config.DEFAULT_CONSUMER))
+    except config.ConfigError:
+        return config.DEFAULT_CONSUMER
+
+
+def _split(line: str | None) -> list[str]:
+    try:
+        return shlex.split(line) if line else []
+    except ValueError:
+        return []
+
+
+def _plist_arguments(text: str) -> list[str]:
+    import plistlib
+
+    try:
+        found = plistlib.loads(text.encode("utf-8")).get("ProgramArguments")
+    except Exception:  # noqa: BLE001 - a damaged plist has no arguments we can trust
+        return []
+    return [str(w) for w in found] if isinstance(found, list) else []
+
+
+def _consumer_shown(consumer: str | None) -> str:
+    return f"consumer {consumer}" if consumer else "no --consumer (the config file's consumer, else agent)"
+
+
 def _exec_start(text: str) -> str | None:
     for line in text.splitlines():
         if line.startswith("ExecStart="):
@@ -96,6 +180,8 @@ def _plist_program(text: str) -> str | None:
 
 
 def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
+    from kijito_pull.harnesses.daemon import supervision
+
     out = []
     unit = unit_path(environ)
     text = _read_text(unit)
@@ -110,6 +196,7 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
         personas = enabled_personas(environ)
         detail = (f"enabled for {', '.join(personas)}" if personas
                   else "not enabled for any persona (`kijito-pull install daemon --persona NAME`)")
+        detail += "; " + _consumer_shown(supervision.watch_option(_split(line), "--consumer"))
         if not token_path(SYSTEMD, environ).is_file():
             detail += f"; no token file at {token_path(SYSTEMD, environ)}"
         out.append(Wiring(NAME, USER, True, str(unit), command, exists, detail))
@@ -121,7 +208,8 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
         text = _read_text(plist) or ""
         program = _plist_program(text)
         exists = bool(program) and common.which(program, environ) is not None
-        out.append(Wiring(NAME, USER, True, str(plist), program, exists, "launchd agent"))
+        consumer = supervision.watch_option(_plist_arguments(text), "--consumer")
+        out.append(Wiring(NAME, USER, True, str(plist), program, exists, f"launchd agent; {_consumer_shown(consumer)}"))
     return out
 
 
@@ -136,8 +224,6 @@ def _read_text(path: Path) -> str | None:
 
 
 def resolve_persona(persona: str | None, environ: Mapping[str, str], cwd: str) -> str:
-    from kijito_pull.core import config
-
     if not persona:
         persona = environ.get("KIJITO_PERSONA", "").strip() or None
     if not persona:
@@ -195,6 +281,22 @@ def add_arguments(parser: Any, action: str) -> None:
                         help="the persona to watch (default: $KIJITO_PERSONA, else this project's)")
     parser.add_argument("--system", choices=(SYSTEMD, LAUNCHD),
                         help="the supervisor (default: launchd on macOS, else systemd)")
+    if action == "install":
+        from kijito_pull.harnesses.daemon.supervision import DAEMON_CONSUMER
+
+        parser.add_argument("--consumer", metavar="NAME",
+                            help=f"the consumer group of the daemon's cursor (default {DAEMON_CONSUMER!r}: its own, "
+                                 f"so it never takes the mail the agent harnesses, consumer "
+                                 f"{config.DEFAULT_CONSUMER!r}, are waiting for)")
+
+
+def resolve_consumer(consumer: str | None) -> str:
+    from kijito_pull.harnesses.daemon.supervision import DAEMON_CONSUMER
+
+    try:
+        return config.validate_consumer(DAEMON_CONSUMER if consumer is None else str(consumer))
+    except config.ConfigError as exc:
+        raise InstallError(f"--consumer: {exc}", ExitCode.USAGE) from None
 
 
 def _target(request: InstallRequest) -> tuple[Mapping[str, str], str, str, str, bool]:
@@ -204,20 +306,35 @@ def _target(request: InstallRequest) -> tuple[Mapping[str, str], str, str, str, 
     return request.environ, request.cwd, system, persona, request.dry_run
 
 
+def _consumer_notes(consumer: str, environ: Mapping[str, str]) -> list[str]:
+    from kijito_pull.harnesses.daemon.supervision import DAEMON_CONSUMER
+
+    agents = agent_consumer(environ)
+    if consumer == agents:
+        advice = (f"Leave out --consumer (the daemon's own is {DAEMON_CONSUMER})" if agents != DAEMON_CONSUMER
+                  else "Pass --consumer with a name of the daemon's own")
+        return [f"WARNING: consumer {consumer} is the one the agent harnesses use (the Claude Code and Codex "
+                f"hooks, the pi extension): the daemon shares their cursor and takes their mail into its events "
+                f"file, so the agent never sees it. {advice} unless that is what you want; "
+                f"`kijito-pull doctor` reports it as a failure."]
+    return [f"consumer: {consumer} (the daemon's own cursor; the agent harnesses keep theirs, {agents})"]
+
+
 def install(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses.daemon import supervision
 
     environ, cwd, system, persona, dry_run = _target(request)
+    consumer = resolve_consumer(request.option("consumer"))
     here = Path(cwd)
     if system == SYSTEMD:
         path = unit_path(environ)
-        text = supervision.render_systemd().encode("utf-8")
+        text = supervision.render_systemd(consumer=consumer).encode("utf-8")
         tool = common.which("systemctl", environ)
         ctl = [tool or "systemctl", "--user"]
         name = instance(persona)
     else:
         path = agents_dir(environ) / supervision.launchd_filename(persona)
-        text = supervision.render_launchd(None, persona, str(common.home(environ))).encode("utf-8")
+        text = supervision.render_launchd(None, persona, str(common.home(environ)), consumer=consumer).encode("utf-8")
         tool = common.which("launchctl", environ)
         domain = f"gui/{os.getuid()}"
         name = f"{domain}/{supervision.launchd_label(persona)}"
@@ -230,6 +347,15 @@ def install(request: InstallRequest) -> Outcome:
         if changed:
             outcome.commands.append(ctl + ["daemon-reload"])
         outcome.commands.append(ctl + ["enable", "--now", name])
+        if changed and before is not None:
+            # `enable --now` leaves a running instance on the old command (say, the agents' consumer):
+            # restart the ones that run, every persona's, since they all share this one template.
+            running_ones = [instance(p) for p in [persona, *enabled_personas(environ)]]
+            outcome.commands.append(ctl + ["try-restart", *dict.fromkeys(running_ones)])
+            others = [p for p in enabled_personas(environ) if p != persona]
+            if others:
+                outcome.notes.append(f"the unit is one template for every persona: {', '.join(others)} also "
+                                     f"run{'s' if len(others) == 1 else ''} with consumer {consumer} from now on")
     else:
         loaded = tool is not None and common.run([tool, "print", name], environ, here, 15).code == 0
         running = loaded and not changed
@@ -237,6 +363,7 @@ def install(request: InstallRequest) -> Outcome:
             outcome.commands.append([tool or "launchctl", "bootout", name])
         outcome.commands.append([tool or "launchctl", "bootstrap", domain, str(path)])
     outcome.diffs.append(common.diff(path, before, text))
+    outcome.notes[:0] = _consumer_notes(consumer, environ)
     note = _token_note(system, environ)
     if note:
         outcome.notes.append(note)

@@ -5,6 +5,10 @@ path by hand. The token is never in either file, their environment or the comman
 command reads it with `--token-file` from a 0600 file next to config.toml (~/.config/kijito-pull/token
 on Linux, ~/Library/Application Support/kijito-pull/token on macOS).
 
+The watch runs with its own consumer (`--consumer daemon` unless the install names another), so its
+cursor is not the one the agent harnesses share (`agent`): a daemon on that cursor would take the
+agents' mail into its events file, and the agent would never see it (docs/configuration.md).
+
 `rendered_watch_argv` returns the exact argv the rendered files run, so a test can run that command
 (with `--self-test`) and keep the templates in step with the CLI.
 """
@@ -24,6 +28,10 @@ from kijito_pull.sinks.eventsfile import safe_name
 SYSTEMD_UNIT = "kijito-pull@.service"
 LAUNCHD_TEMPLATE = "com.kijito.pull.PERSONA.plist"
 LAUNCHD_LABEL_PREFIX = "com.kijito.pull."
+
+#: The daemon's own consumer group: named after what reads it (the supervised service), and never the
+#: agent harnesses' `agent`, so the two kinds of consumer never share one cursor.
+DAEMON_CONSUMER = "daemon"
 
 SYSTEMD = "systemd"
 LAUNCHD = "launchd"
@@ -63,22 +71,36 @@ def _command(executable: str | Sequence[str] | None) -> list[str]:
     return words
 
 
-def _watch_argv(command: Sequence[str], persona: str, token_file: str, events_template: str,
-                extra_args: Sequence[str]) -> list[str]:
-    return [*command, "watch", "--persona", persona, "--token-file", token_file,
-            "--events-file-template", events_template, *extra_args]
+def _watch_argv(command: Sequence[str], persona: str, consumer: str | None, token_file: str,
+                events_template: str, extra_args: Sequence[str]) -> list[str]:
+    """`consumer` None renders the watch without --consumer (as versions before it had one did)."""
+    return [*command, "watch", "--persona", persona, *(["--consumer", consumer] if consumer else []),
+            "--token-file", token_file, "--events-file-template", events_template, *extra_args]
 
 
 def rendered_watch_argv(executable: str | Sequence[str] | None, persona: str, home: str,
-                        extra_args: Sequence[str] = (), system: str = SYSTEMD) -> list[str]:
+                        extra_args: Sequence[str] = (), system: str = SYSTEMD,
+                        consumer: str | None = DAEMON_CONSUMER) -> list[str]:
     """The argv the rendered unit (system="systemd") or plist ("launchd") runs for `persona`.
 
     For systemd that is ExecStart with its specifiers expanded as systemd does for the instance
     `kijito-pull@PERSONA.service` of a user whose home is `home`.
     """
     layout = _LAYOUT[system]
-    return _watch_argv(_command(executable), persona, os.path.join(home, layout["token"]),
+    return _watch_argv(_command(executable), persona, consumer, os.path.join(home, layout["token"]),
                        os.path.join(home, layout["events"]), extra_args)
+
+
+def watch_option(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` (`--flag VALUE` or `--flag=VALUE`) in a watch argv, the last one winning as
+    argparse does; None when it is absent."""
+    found = None
+    for n, word in enumerate(argv):
+        if word == flag and n + 1 < len(argv):
+            found = argv[n + 1]
+        elif word.startswith(flag + "="):
+            found = word[len(flag) + 1:]
+    return found
 
 
 def _template(name: str) -> str:
@@ -111,11 +133,13 @@ def _systemd_word(word: str, specifiers: bool = False, executable: bool = False)
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_systemd(executable: str | Sequence[str] | None = None, extra_args: Sequence[str] = ()) -> str:
+def render_systemd(executable: str | Sequence[str] | None = None, extra_args: Sequence[str] = (),
+                   consumer: str | None = DAEMON_CONSUMER) -> str:
     """The text of `kijito-pull@.service`: the instance name (%i) is the persona, %h the home."""
     layout = _LAYOUT[SYSTEMD]
     command = [_systemd_word(w, executable=(n == 0)) for n, w in enumerate(_command(executable))]
-    argv = _watch_argv(command, "%i", _systemd_word("%h/" + layout["token"], specifiers=True),
+    argv = _watch_argv(command, "%i", _systemd_word(consumer) if consumer else None,
+                       _systemd_word("%h/" + layout["token"], specifiers=True),
                        _systemd_word("%h/" + layout["events"], specifiers=True),
                        [_systemd_word(w) for w in extra_args])
     return _fill(_template(SYSTEMD_UNIT), {"EXEC_START": " ".join(argv)})
@@ -142,9 +166,9 @@ def _xml_text(text: str) -> str:
 
 
 def render_launchd(executable: str | Sequence[str] | None, persona: str, home: str,
-                   extra_args: Sequence[str] = ()) -> str:
+                   extra_args: Sequence[str] = (), consumer: str | None = DAEMON_CONSUMER) -> str:
     """The text of ~/Library/LaunchAgents/com.kijito.pull.PERSONA.plist for one persona."""
-    argv = rendered_watch_argv(executable, persona, home, extra_args, system=LAUNCHD)
+    argv = rendered_watch_argv(executable, persona, home, extra_args, system=LAUNCHD, consumer=consumer)
     arguments = "\n".join(f"\t\t<string>{_xml_text(word)}</string>" for word in argv)
     stderr_path = os.path.join(home, _LAUNCHD_LOG.format(name=safe_name(persona)))
     values = {"LABEL": _xml_text(launchd_label(persona)), "STDERR_PATH": _xml_text(stderr_path),
