@@ -289,15 +289,18 @@ class RecordingSink(Sink):
         self.taken.append(message.id)
         return True
 
-    def deliver_all(self, persona: str, events, messages) -> bool:
+    def deliver_all(self, persona: str, events, messages) -> int:
         for ev, message in zip(events, messages):
             assert ev["id"] == message.id and ev["event_id"] == f"{PERSONA}:new:{message.id}"
         self.offered.extend(m.id for m in messages)
-        if self.refuse_at is not None:
-            self.refused = messages[0].id
-            return False
+        if self.refuse_at is not None:  # an agent hand-over that fits only the first `refuse_at` (maybe none)
+            k = min(self.refuse_at, len(messages))
+            self.taken.extend(m.id for m in messages[:k])
+            if k < len(messages):
+                self.refused = messages[k].id
+            return k
         self.taken.extend(m.id for m in messages)
-        return True
+        return len(messages)
 
     def kinds(self) -> list[str]:
         return [s["event"] for s in self.signals]

@@ -31,9 +31,9 @@ class _Collect(Sink):
     def __init__(self) -> None:
         self.messages: list[Message] = []
 
-    def deliver_all(self, persona: str, events: list, messages: list) -> bool:
+    def deliver_all(self, persona: str, events: list, messages: list) -> int:
         self.messages.extend(messages)
-        return True
+        return len(messages)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

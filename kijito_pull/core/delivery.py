@@ -28,6 +28,7 @@ class PullReport:
     pinned: bool = False
     problem: str | None = None
     hidden_unread: bool | None = None  # the newest page's claim about unread mail outside the window
+    waiting: int = 0  # unseen mail a batch sink had no room for: it goes out with the next hand-over
 
     @property
     def ok(self) -> bool:
@@ -47,9 +48,11 @@ def pull_through(engine: Engine, factory: EventFactory, sink: Sink, *, peek: boo
                   for m in pull.pending]
         sink.begin(engine.persona, pull.pending)
         if sink.batch:
-            if pull.pending and sink.deliver_all(engine.persona, events, pull.pending):
-                pull.ack_all(pull.pending)
-                report.delivered = [m.id for m in pull.pending]
+            taken = sink.deliver_all(engine.persona, events, pull.pending) if pull.pending else 0
+            if taken:
+                pull.ack_all(pull.pending[:taken])
+                report.delivered = [m.id for m in pull.pending[:taken]]
+                report.waiting = len(pull.pending) - taken
             elif pull.pending:
                 report.refused = pull.pending[0].id
         else:

@@ -42,6 +42,8 @@ _INVISIBLE = re.compile(
 )
 
 QUOTE = "> "
+_REF_PREFIX = "kijito-ref:"
+_REF_DEFANGED = "kijito-ref;"
 _FIELD_CHARS = 120       # sender, persona and time are single-line facts; a server could send a novel
 _MIN_BODY_CHARS = 200    # a body squeezed below this is better listed than shown as a stub
 _FULL_HEADROOM = 4       # listing lines kept free when a body is shown at its normal clip
@@ -50,10 +52,11 @@ _MIN_TOTAL_CHARS = 1000
 
 
 def sanitize(text: str) -> str:
-    """Text safe to show a terminal or a model: no escapes, controls or hidden characters; \\n lines."""
+    """Text safe to show a terminal or a model: no escapes, controls or hidden characters; \\n lines; and
+    no hand-over marker (`ref`), so a body cannot make a transcript confirm mail the model never saw."""
     text = _ESCAPES.sub("", text)
     text = _LINE_BREAKS.sub("\n", text)
-    return _INVISIBLE.sub("", text)
+    return _INVISIBLE.sub("", text).replace(_REF_PREFIX, _REF_DEFANGED)
 
 
 def _field(text: str) -> str:
@@ -220,6 +223,102 @@ def for_model(persona: str, messages: Sequence[Message], *, clip_chars: int = 20
             _summary(messages, position, persona, budget)
             break
     return budget.text()
+
+
+# -- a hand-over: what fits, and only that counts as handed over ---------------------------------------------
+
+OPENING_CHARS = 100  # the opening words a compact hand-over shows of each body
+MAX_PER_HAND_OVER = 50  # messages one hand-over shows at the most, however short they are
+
+
+def ref(persona: str, message_id: int) -> str:
+    """The stable marker of one message in a hand-over's text, found again in a harness's transcript:
+    `kijito-ref:` and the nonce of the message's `new` event (docs/events.md)."""
+    from kijito_pull.core.events import nonce
+
+    return f"{_REF_PREFIX}{nonce(f'{persona}:new:{message_id}')}"
+
+
+def _compact_block(position: int, count: int, message: Message, persona: str) -> str:
+    body = " ".join(sanitize(message.content).split())
+    opening = body[:OPENING_CHARS] + ("…" if len(body) > OPENING_CHARS else "")
+    quoted = _quote(opening) if opening else "(The body is empty.)"
+    return f"Message {position} of {count}: {_facts(message)} ({ref(persona, message.id)}).\n{quoted}"
+
+
+def _full_block(position: int, count: int, message: Message, clip: int, persona: str) -> str:
+    block = _block(position, count, message, sanitize(message.content), clip, persona)
+    head, sep, rest = block.partition("\n")
+    return f"{head[:-1]} ({ref(persona, message.id)}).{sep}{rest}"
+
+
+def _waiting_line(waiting: Sequence[Message]) -> str:
+    ids = [m.id for m in waiting]
+    return (f"{_plural(len(ids), 'more unread message')} (ids {min(ids)} to {max(ids)}) did not fit here; "
+            f"they are handed over next, in order.")
+
+
+def hand_over(persona: str, messages: Sequence[Message], *, clip_chars: int = 2000, total_chars: int = 9000,
+              extra_notes: Sequence[str] = ()) -> tuple[str, list[Message]]:
+    """The text of one hand-over to a model, and the messages it shows: the oldest first, each with at
+    least its id, sender, time, marker (`ref`) and opening words. Only those count as handed over; the
+    text says how many more are waiting, and those wait for the next hand-over (never listed as if read).
+
+    A few messages go with their bodies (clipped to `clip_chars`, with the command that reads the rest);
+    a backlog goes compact (opening words only), up to MAX_PER_HAND_OVER, within `total_chars`.
+    """
+    if total_chars < _MIN_TOTAL_CHARS:
+        raise ValueError(f"total_chars must be at least {_MIN_TOTAL_CHARS}")
+    count = len(messages)
+    notes = [_field_note(n) for n in extra_notes]
+    if not messages:
+        return "\n\n".join([_intro(persona, 0), *notes]), []
+    # Room for the intro, the notes and the line on what waits, however many end up waiting.
+    width = max(len(str(m.id)) for m in messages)
+    reserve = (len(_intro(persona, count)) + sum(len(n) + 2 for n in notes)
+               + len(_waiting_line([messages[0]] * 2)) + 4 * width + 40)
+    room = total_chars - reserve
+    take = min(count, MAX_PER_HAND_OVER)
+
+    def blocks(n: int, clip: int | None) -> list[str]:
+        if clip is None:
+            return [_compact_block(i + 1, count, m, persona) for i, m in enumerate(messages[:n])]
+        return [_full_block(i + 1, count, m, clip, persona) for i, m in enumerate(messages[:n])]
+
+    def size(parts: list[str]) -> int:
+        return sum(len(b) + 2 for b in parts)
+
+    chosen: list[str] = []
+    for clip in (clip_chars, 1000, 400):  # bodies, as long as they fit for every message shown
+        if clip <= clip_chars:
+            candidate = blocks(take, clip)
+            if size(candidate) <= room:
+                chosen = candidate
+                break
+    if not chosen:
+        compact = blocks(take, None)
+        used = 0
+        for block in compact:
+            if used + len(block) + 2 > room:
+                break
+            chosen.append(block)
+            used += len(block) + 2
+    shown = list(messages[:len(chosen)])
+    intro = _intro(persona, count)
+    if len(shown) < count and not any("is clipped here" in b for b in chosen):
+        intro += (f" Each message below shows its opening words; read one in full with: "
+                  f"kijito-pull show ID --persona {shlex.quote(_field(persona))}")
+    parts = [intro, *notes, *chosen]
+    if len(shown) < count:
+        parts.append(_waiting_line(messages[len(shown):]))
+    return "\n\n".join(parts), shown
+
+
+def for_failure(persona: str, what: str, extra_notes: Sequence[str] = ()) -> str:
+    """The text a model is handed when the inbox could not be read: never "no unread messages".
+    `what` completes "The Kijito inbox for PERSONA ...", e.g. "could not be read (timeout)"."""
+    return "\n\n".join([_field_note(f"The Kijito inbox for {_field(persona)} {what}"),
+                         *(_field_note(n) for n in extra_notes)])
 
 
 def _field_note(note: str) -> str:

@@ -37,5 +37,7 @@ class Sink:
     def deliver(self, event: dict, message: Message) -> bool:
         raise NotImplementedError
 
-    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> bool:
+    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> int:
+        """Hand over a batch; return how many of `messages` were taken, always a prefix (the oldest
+        first): an agent's hand-over takes what fits and the rest waits for the next one. 0: refused."""
         raise NotImplementedError

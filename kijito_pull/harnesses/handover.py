@@ -26,17 +26,20 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from kijito_pull.cli.environment import Environment
-from kijito_pull.core import config, paths, render
+from kijito_pull.context import Context, Flags, Settings
+from kijito_pull.core import config, render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import PullReport, pull_through
 from kijito_pull.core.engine import Engine
-from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.paths import Paths
+from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import StateError, StateStore
-from kijito_pull.harnesses.base import INTERACTIVE
+from kijito_pull.core.state import StateError
+from kijito_pull.harnesses.base import INTERACTIVE, TRANSCRIPT
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
+from kijito_pull.harnesses.transcript import Transcript, transcript_of
 
 BUDGET_ENV = "KIJITO_PULL_HOOK_BUDGET"
 DEFAULT_BUDGET = 8.0
@@ -45,6 +48,7 @@ DEFAULT_MAX_BLOCKS = 3
 MAX_BLOCKS_LIMIT = 100
 HOOK_TIMEOUT = 3.0  # per HTTP request of a synchronous hook
 HOOK_DEADLINE = 4.0  # retries of one request stop after this
+HAND_OVER_TTL = 30 * 60.0  # an unconfirmed hand-over to a live session is claimed back after this
 
 
 # -- settings ---------------------------------------------------------------------------------------------
@@ -77,34 +81,30 @@ def max_stop_blocks(environ: Mapping[str, str], settings: Mapping[str, Any]) -> 
 
 @dataclass
 class Setup:
-    """One persona's engine for one hook run."""
+    """One persona's engine for one hook run, built by the composition root (kijito_pull.context)."""
 
     engine: Engine
-    client: KijitoClient
-    api_base: str
-    token: str
-    auth_header: str | None
-    settings: dict[str, Any]
+    context: Context
+
+    @property
+    def client(self) -> KijitoClient:
+        return self.context.client
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.context.settings.file
 
     def close(self) -> None:
-        self.client.close()
+        self.context.close()
 
 
 def setup(persona: str, environ: Mapping[str, str], *, timeout: float = HOOK_TIMEOUT,
           attempts: int = 2, deadline: float = HOOK_DEADLINE) -> Setup:
     """Raises ConfigError (no token, bad API base, bad config file) before any request is sent."""
-    settings = config.load_config_file(environ)
-    api_base = config.resolve_api_base(None, environ, settings.get("api_base"))
-    token = config.resolve_token(None, environ, settings.get("token_file"))
-    header = config.validate_auth_header(settings.get("auth_header"))
-    consumer = config.validate_consumer(str(settings.get("consumer") or config.DEFAULT_CONSUMER))
-    persona = config.validate_persona(persona)
-    client = KijitoClient(api_base, token, auth_header=header, timeout=timeout, attempts=attempts,
-                          deadline=deadline)
-    store = StateStore(*paths.cursor_paths(environ, api_base, persona, consumer),
-                       identity={"api_base": api_base, "persona": persona, "consumer": consumer})
-    engine = Engine(client, store, EventFactory(), persona=persona, consumer=consumer, lock_timeout=2.0)
-    return Setup(engine, client, api_base, token, header, settings)
+    settings = Settings(environ, Flags(timeout=timeout))
+    settings.connection()  # every setting checked before a request is sent
+    ctx = Context(settings, attempts=attempts, deadline=deadline)
+    return Setup(ctx.engine(persona, lock_timeout=2.0), ctx)
 
 
 # -- output -----------------------------------------------------------------------------------------------
@@ -206,7 +206,9 @@ def _note(event: dict[str, Any]) -> str:
 
 
 class HookSink(Sink):
-    """Takes a whole pull at once: the rendered text goes out in one JSON write, then all is acknowledged."""
+    """Takes what fits in one hand-over (the oldest first, each with its id, sender, time, marker and
+    opening words: core.render.hand_over); the rendered text goes out in one JSON write. Only the
+    messages it showed count as handed over; the rest wait for the next hand-over."""
 
     batch = True
 
@@ -214,15 +216,23 @@ class HookSink(Sink):
         self.emit = emit
         self.extra = [n for n in extra_notes if n]
         self.notes: list[str] = []
+        self.shown: list[Message] = []
 
     def signal(self, event: dict) -> None:
         self.notes.append(_note(event))
 
-    def text(self, persona: str, messages: Sequence[Message]) -> str:
-        return render.for_model(persona, messages, extra_notes=[*self.notes, *self.extra])
+    def compose(self, persona: str, messages: Sequence[Message]) -> tuple[str, list[Message]]:
+        return render.hand_over(persona, messages, extra_notes=[*self.notes, *self.extra])
 
-    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> bool:
-        return self.emit(self.text(persona, messages))
+    def text(self, persona: str, messages: Sequence[Message]) -> str:
+        return self.compose(persona, messages)[0]
+
+    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> int:
+        text, shown = self.compose(persona, messages)
+        if not self.emit(text):
+            return 0
+        self.shown = shown
+        return len(shown)
 
 
 # -- the hand-over ----------------------------------------------------------------------------------------
@@ -264,12 +274,96 @@ def answer(inp: HookInput, env: Environment, handler: Callable[[HookInput, Envir
     return code
 
 
+def holder_of(inp: HookInput, environ: Mapping[str, str]) -> tuple[Holder, Transcript] | None:
+    """The session a hand-over is pending with, and the transcript that confirms it: only for a harness
+    whose transcript records what the model was given (Harness.confirmation), a session with a valid id
+    and a hook input that names its transcript. None: the hand-over counts once written (as for Codex,
+    until its transcript is measured)."""
+    harness = inp.harness
+    if harness is None or harness.confirmation != TRANSCRIPT or inp.session_id is None:
+        return None
+    paths = Paths(environ)
+    transcript = transcript_of(inp.data, paths, inp.session_id)
+    if transcript is None:
+        return None
+    host = lifecycle.host_process()
+    holder = Holder(f"{harness.name}:{inp.session_id}", host.pid if host else None, host.start if host else None,
+                    ttl=HAND_OVER_TTL)
+    return holder, transcript
+
+
 def pull(inp: HookInput, env: Environment, sink: HookSink) -> PullReport:
-    """One pull for the hook's persona through `sink`: the mail it takes is acknowledged. Raises
-    ConfigError (nothing was sent), ApiError or StateError (nothing was acknowledged)."""
+    """One hand-over for the hook's persona through `sink`. With a confirming session (holder_of), what
+    this session was handed before is first confirmed from its transcript (the rest is handed over
+    again), and what `sink` shows now is pending until a later look confirms it; otherwise the mail it
+    shows is acknowledged once written. Raises ConfigError (nothing was sent), ApiError or StateError
+    (nothing was acknowledged)."""
     ready = setup(inp.persona, env.environ)
     try:
-        return pull_through(ready.engine, ready.engine.factory, sink)
+        session = holder_of(inp, env.environ)
+        if session is None:
+            return pull_through(ready.engine, ready.engine.factory, sink)
+        return _pull_confirmed(ready.engine, sink, *session)
+    finally:
+        ready.close()
+
+
+def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: Transcript) -> PullReport:
+    report = PullReport(engine.persona)
+    with engine.open(holder=holder) as pull:
+        if pull.held:
+            markers = {render.ref(engine.persona, m.id): m.id for m in pull.held}
+            pull.confirm(transcript.find(markers))
+            pull.retake()  # handed over, never shown to the model (a killed hook, a dropped answer): again
+        for event in pull.signals:
+            sink.signal(event)
+        batch = list(pull.pending)
+        report.pinned, report.problem = pull.pinned, pull.problem
+        report.hidden_unread = pull.newest.hidden_unread()
+        if not batch:
+            return report
+        text, shown = sink.compose(engine.persona, batch)
+        pull.hand_over(shown)  # durable before the answer is written: a kill after it loses nothing
+        _mark_handed(holder, transcript)
+        if not sink.emit(text):
+            pull.retake()
+            report.refused = batch[0].id
+            return report
+        sink.shown = shown
+        report.delivered = [m.id for m in shown]
+        report.waiting = len(batch) - len(shown)
+    return report
+
+
+def _mark_handed(holder: Holder, transcript: Transcript) -> None:
+    """Tell this session's SessionEnd that it has hand-overs to settle (a cheap file test in the gate)."""
+    marker = transcript.handed_marker
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker.touch(mode=0o600)
+    except OSError:
+        pass  # the deadline and the holder's liveness still claim it back
+
+
+def confirm_at_end(inp: HookInput, environ: Mapping[str, str]) -> None:
+    """SessionEnd (and /clear): confirm what the transcript shows of this session's hand-overs and make
+    the rest unseen again at once, so the next session gets it without waiting for a deadline."""
+    session = holder_of(inp, environ)
+    if session is None:
+        return
+    holder, transcript = session
+    ready = setup(inp.persona, environ)
+    try:
+        with ready.engine.store.locked(ready.engine.lock_timeout):
+            loaded = ready.engine.store.load()
+        state = loaded.state
+        if state is None:
+            return
+        held = [i for i, e in state.pending.items() if e.held_by(holder.key)]
+        if not held:
+            return
+        seen = transcript.find({render.ref(inp.persona, i): i for i in held})
+        ready.engine.settle(holder.key, confirmed=seen, released=set(held) - seen)
     finally:
         ready.close()
 
@@ -294,15 +388,15 @@ def session_start(inp: HookInput, env: Environment, out: Output, extra: Sequence
         report = pull(inp, env, sink)
     except config.ConfigError as exc:
         say(env.stderr, f"{inp.hook}: {persona}: {_failure(exc)}")
-        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
-            f"The Kijito inbox for {persona} was not checked at session start: {_failure(exc)}.", *extra]),
+        out.json(context_json("SessionStart", render.for_failure(
+            persona, f"was not checked at session start: {_failure(exc)}.", extra),
             system_message=f"kijito-pull: the Kijito inbox for {persona} was not checked: {_failure(exc)}"))
         return 0
     except (ApiError, StateError) as exc:
         say(env.stderr, f"{inp.hook}: {persona}: {_failure(exc)}; nothing was acknowledged")
-        out.json(context_json("SessionStart", render.for_model(persona, [], extra_notes=[
-            f"The Kijito inbox for {persona} could not be read at session start ({_failure(exc)}); unseen mail "
-            f"is handed over later.", *extra])))
+        out.json(context_json("SessionStart", render.for_failure(
+            persona, f"could not be read at session start ({_failure(exc)}); unseen mail is handed over later.",
+            extra)))
         return 0
     _report_problems(inp, env, report)
     if not report.delivered and report.refused is None and (inp.mode == INTERACTIVE or sink.notes):

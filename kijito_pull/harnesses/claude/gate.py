@@ -60,7 +60,8 @@ def early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -> int | 
             lifecycle.end_session(environ, inp.session_id)
         except lifecycle.LifecycleError as exc:
             say(stderr, f"{inp.hook}: {exc}")
-        return 0
+        # Mail handed to this session and not yet confirmed: the runtime settles it from the transcript.
+        return None if lifecycle.handed_marker(environ, inp.session_id).exists() else 0
     if inp.hook == WAKER:
         if inp.mode != INTERACTIVE:
             return 0  # headless runs get no waker: their Stop hook hands the mail over

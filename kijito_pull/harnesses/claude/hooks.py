@@ -40,7 +40,7 @@ from kijito_pull.core.state import LockTimeout, StateError
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.base import INTERACTIVE
 from kijito_pull.harnesses.claude import host as claude_host
-from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, SESSION_START, STOP, WAKER
+from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, SESSION_END, SESSION_START, STOP, WAKER
 from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_TIMEOUT: read by tests and benches
     BUDGET_ENV,
     DEFAULT_BUDGET,
@@ -83,6 +83,8 @@ def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os
         except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
             say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
             return 0
+    if inp.hook == SESSION_END:
+        return session_end(inp, env)
     handler = {SESSION_START: session_start, STOP: handover.stop, PROMPT: prompt}[inp.hook]
 
     def synced() -> None:
@@ -93,6 +95,19 @@ def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os
                 pass
 
     return handover.answer(inp, env, handler, exit_fn=exit_fn, after=synced)
+
+
+def session_end(inp: HookInput, env: Environment) -> int:
+    """SessionEnd (the gate ended the waker): what this session was handed and its transcript shows is
+    confirmed, the rest is unseen again at once, so the next session gets it."""
+    try:
+        handover.confirm_at_end(inp, env.environ)
+        if inp.session_id:
+            lifecycle.handed_marker(env.environ, inp.session_id).unlink(missing_ok=True)
+    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
+        say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "
+                        f"they are claimed back when their deadline passes")
+    return 0
 
 
 def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
@@ -400,8 +415,7 @@ def arm(project: str, persona: str, session_id: str, environ: Mapping[str, str],
     if outcome.result is not Result.ARMED:
         ready.close()
         return outcome, None
-    notify_client = KijitoClient(ready.api_base, ready.token, auth_header=ready.auth_header, timeout=5.0,
-                                 attempts=1, deadline=5.0)
+    notify_client = ready.context.new_client()  # the long-poll holds its own connection
     waker = Waker(ready, notify_client, environ, session_id=session_id, project=lifecycle.project_key(project),
                   persona=persona, me=me, host=host, ring_stream=ring_stream if ring_stream is not None else errors,
                   ring_code=ring_code, errors=errors, **(options or {}))

@@ -436,6 +436,11 @@ def write_synced(environ: Mapping[str, str], session_id: str, key: str) -> None:
     _write_json(sessions_dir(environ) / f"{session_id}.synced", {"key": key, "at": time.time()})
 
 
+def handed_marker(environ: Mapping[str, str], session_id: str) -> Path:
+    """Exists while mail handed to this session may still be pending (SessionEnd then settles it)."""
+    return sessions_dir(environ) / f"{session_id}.handed"
+
+
 def read_synced(environ: Mapping[str, str], session_id: str) -> tuple[str, float] | None:
     """(event key, epoch seconds) of the last synchronous hook that finished, if any."""
     data = _read_json(sessions_dir(environ) / f"{session_id}.synced")

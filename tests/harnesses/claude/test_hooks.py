@@ -26,36 +26,11 @@ from kijito_pull.harnesses.claude import hooks as claude
 from kijito_pull.harnesses.claude import host as claude_host
 from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.sandbox import Sandbox
+from tests.harnesses.claude.conftest import OPT_IN, TOKEN  # noqa: F401 - OPT_IN: read by other tests
 
-TOKEN = "hook-token-5e1"
 PERSONA = "river"
 REPO = Path(__file__).resolve().parents[3]
 KIJITO_PULL = str(Path(sys.executable).parent / "kijito-pull")
-OPT_IN = "# Project\n\n- inbox monitor: raise on start\n- inbox persona: river\n"
-
-
-@pytest.fixture
-def sb():
-    with Sandbox(token=TOKEN).start() as sandbox:
-        yield sandbox
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    folder = tmp_path / "proj"
-    folder.mkdir()
-    (folder / ".git").mkdir()
-    (folder / "AGENTS.md").write_text(OPT_IN)
-    return folder
-
-
-@pytest.fixture
-def plain(tmp_path: Path) -> Path:
-    folder = tmp_path / "plain"
-    folder.mkdir()
-    (folder / ".git").mkdir()
-    (folder / "AGENTS.md").write_text("# A project that did not opt in\n")
-    return folder
 
 
 class Hooks:
@@ -329,6 +304,7 @@ def test_session_start_without_token_tells_user_and_model_and_sends_nothing(hook
     payload = _json(out)
     assert "KIJITOMON_TOKEN" in payload["systemMessage"]
     assert "was not checked" in payload["hookSpecificOutput"]["additionalContext"]
+    assert "no unread messages" not in payload["hookSpecificOutput"]["additionalContext"]
     assert "KIJITOMON_TOKEN" in err and err.count("\n") == 1
     assert hooks.sb.requests == []
 

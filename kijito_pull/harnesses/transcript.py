@@ -1,0 +1,99 @@
+"""Confirming a hand-over from the harness's own record: the session's transcript.
+
+Claude Code passes every hook the path of the session's transcript (JSONL), and records in it the
+context a SessionStart or UserPromptSubmit hook added and the reason a Stop hook blocked with, i.e.
+exactly what the model was given (measured: ../docs/claude.md). Every message a hand-over shows carries
+a marker (`core.render.ref`), so a later hook of the same session confirms a pending hand-over by
+finding its markers there (core/pending.py): never by our own write, which a harness may drop (a
+killed hook's output is discarded).
+
+Transcripts grow large, so each session's is read incrementally: the offset reached is kept beside the
+session's lease (Paths.sessions_dir), and each look reads only what was appended since, plus a little
+overlap so a marker split across two reads is still found. A transcript that was replaced (shorter than
+the offset, or another path) is read again from the start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from kijito_pull.core.paths import Paths
+
+CHUNK = 1 << 20
+OVERLAP = 64  # longer than any marker
+MAX_READ = 256 << 20  # one look reads at most this much; the rest is read by the next look
+
+
+class Transcript:
+    """One session's transcript, read from where the last look stopped."""
+
+    def __init__(self, paths: Paths, session_id: str, path: str):
+        self.path = path
+        self._offset_file = paths.sessions_dir / f"{session_id}.transcript.json"
+        #: exists while this session may hold hand-overs (session/lifecycle.handed_marker names the same file)
+        self.handed_marker = paths.sessions_dir / f"{session_id}.handed"
+
+    def _start(self) -> int:
+        try:
+            saved = json.loads(self._offset_file.read_text("utf-8"))
+        except (OSError, ValueError):
+            return 0
+        if not isinstance(saved, dict) or saved.get("path") != self.path:
+            return 0
+        offset = saved.get("offset")
+        return offset if isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0 else 0
+
+    def _save(self, offset: int) -> None:
+        with contextlib.suppress(OSError):
+            self._offset_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = self._offset_file.with_name(f".{self._offset_file.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"path": self.path, "offset": offset}, handle)
+            os.replace(tmp, self._offset_file)
+
+    def find(self, markers: Mapping[str, int]) -> set[int]:
+        """The ids whose marker (marker -> id) appears in what the transcript gained since the last look.
+        An unreadable or missing transcript confirms nothing (the hand-over is claimed back later)."""
+        if not markers:
+            return set()
+        wanted = {m.encode("ascii"): i for m, i in markers.items()}
+        found: set[int] = set()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return found
+        with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            start = self._start()
+            if start > size:
+                start = 0  # replaced or truncated: read it again
+            position = max(0, start - OVERLAP)
+            handle.seek(position)
+            end = min(size, position + MAX_READ)
+            tail = b""
+            while position < end:
+                chunk = handle.read(min(CHUNK, end - position))
+                if not chunk:
+                    break
+                window = tail + chunk
+                for marker, ident in wanted.items():
+                    if ident not in found and marker in window:
+                        found.add(ident)
+                tail = window[-OVERLAP:]
+                position += len(chunk)
+        self._save(position)
+        return found
+
+
+def transcript_of(data: Mapping[str, object], paths: Paths, session_id: str) -> Transcript | None:
+    """The hook input's transcript, when it names one (an absolute path; the file may not exist yet at
+    session start, and a missing file simply confirms nothing)."""
+    raw = data.get("transcript_path")
+    if not isinstance(raw, str) or not raw or "\0" in raw or not Path(raw).is_absolute():
+        return None
+    return Transcript(paths, session_id, raw)
