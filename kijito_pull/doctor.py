@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull import __version__
+from kijito_pull.context import Flags, Settings
 from kijito_pull.core import config, paths
+from kijito_pull.core.paths import Paths
 from kijito_pull.harnesses import registry
 from kijito_pull.harnesses.base import resolve
 from kijito_pull.harnesses.session import lifecycle, optin
@@ -85,6 +87,8 @@ class Context:
     wiring: Callable[[str, Mapping[str, str], str], list[Any]] | None = None
     # resolved by the checks, in order
     settings: dict[str, Any] = field(default_factory=dict)
+    #: the composition root's resolution (kijito_pull.context.Settings): what every command would use
+    resolved: Settings | None = None
     token: str | None = None
     token_problem: str | None = None
     api_base: str | None = None
@@ -134,12 +138,21 @@ def _mode(path: Path) -> int | None:
 # -- configuration ------------------------------------------------------------------------------------
 
 
+def _resolved(ctx: Context) -> Settings:
+    """The settings every command would resolve, from the same flags (kijito_pull.context)."""
+    if ctx.resolved is None:
+        ctx.resolved = Settings(ctx.environ, Flags(api_base=ctx.api_base_flag, token_file=ctx.token_file_flag,
+                                                   auth_header=ctx.auth_header_flag, timeout=ctx.timeout))
+    return ctx.resolved
+
+
 def check_config(ctx: Context) -> Finding:
-    path = paths.config_file(ctx.environ)
+    resolved = _resolved(ctx)
+    path = resolved.paths.config_file
     try:
-        ctx.settings = config.load_config_file(ctx.environ)
+        ctx.settings = resolved.file
     except config.ConfigError as exc:
-        ctx.settings = {}
+        ctx.settings = resolved.file = {}  # the later checks go on as if there were no file
         return Finding("config", FAIL, str(exc),
                        f"fix the TOML in {_shown(path, ctx.environ)} (see docs/configuration.md), or move it away")
     if not path.exists():
@@ -161,8 +174,9 @@ def check_command(ctx: Context) -> Finding:
         return Finding("command", WARN,
                        "kijito-pull is not on PATH, so the harness hooks (which run `kijito-pull hook ...`) "
                        "cannot start it",
-                       "install it for your user: `uv tool install kijito-pull` or `pipx install kijito-pull` "
-                       "(then `uv tool update-shell` / `pipx ensurepath`), and restart the harness from that shell")
+                       "install it for your user from the kijito-pull checkout or a built wheel (it is not on "
+                       "PyPI yet): `uv tool install .` or `pipx install .` (or `pipx install dist/*.whl`), then "
+                       "`uv tool update-shell` / `pipx ensurepath`, and restart the harness from that shell")
     here = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "kijito-pull"))
     detail = f"{_shown(found, ctx.environ)} (kijito-pull {__version__}, Python {sys.version.split()[0]})"
     if os.path.exists(here) and os.path.realpath(found) != here:
@@ -181,14 +195,14 @@ def check_token(ctx: Context) -> Finding:
     elif ctx.settings.get("token_file") and not env_set:
         file_path, source = ctx.settings["token_file"], "the config file's token_file"
     try:
-        ctx.token = config.resolve_token(file_path, {} if file_path else ctx.environ)
+        ctx.token = _resolved(ctx).token
     except config.ConfigError as exc:
         ctx.token = None
         ctx.token_problem = str(exc)
         if file_path is None:
             return Finding("token", FAIL, f"no token: ${config.TOKEN_ENV} is not set and no token file is configured",
                            f"export {config.TOKEN_ENV}=... where the harness starts, or put token_file = "
-                           f"\"/path/to/token\" (chmod 600) in {_shown(paths.config_file(ctx.environ), ctx.environ)}"
+                           f"\"/path/to/token\" (chmod 600) in {_shown(_resolved(ctx).paths.config_file, ctx.environ)}"
                            f"; {config.SANDBOX_HINT}")
         mode = _mode(Path(file_path).expanduser())
         if mode is not None and mode & 0o077:
@@ -219,8 +233,8 @@ def check_api_base(ctx: Context) -> Finding:
     else:
         source = "the default"
     try:
-        ctx.api_base = config.resolve_api_base(ctx.api_base_flag, ctx.environ, ctx.settings.get("api_base"))
-        ctx.auth_header = config.validate_auth_header(ctx.auth_header_flag or ctx.settings.get("auth_header"))
+        ctx.api_base = _resolved(ctx).api_base
+        ctx.auth_header = _resolved(ctx).auth_header
     except config.ConfigError as exc:
         ctx.api_base = None
         return Finding("api_base", FAIL, str(exc),
@@ -282,13 +296,16 @@ def resolve_persona(ctx: Context) -> None:
 
 def _client(ctx: Context) -> Any:
     assert ctx.api_base is not None and ctx.token is not None
-    if ctx.client_factory is not None:
-        return ctx.client_factory(ctx.api_base, ctx.token, ctx.auth_header, ctx.timeout)
-    from kijito_pull.core.api import KijitoClient
+    from kijito_pull.context import Context as Wiring
 
+    factory = None
+    if ctx.client_factory is not None:  # tests: (api_base, token, auth_header, timeout)
+        fake = ctx.client_factory
+
+        def factory(api_base: str, token: str, *, auth_header: str | None, timeout: float, **_: Any) -> Any:
+            return fake(api_base, token, auth_header, timeout)
     # One attempt: the doctor reports what a single request meets, it does not retry it away.
-    return KijitoClient(ctx.api_base, ctx.token, auth_header=ctx.auth_header, timeout=ctx.timeout,
-                        attempts=1, deadline=ctx.timeout)
+    return Wiring(_resolved(ctx), attempts=1, deadline=ctx.timeout, client_factory=factory).new_client()
 
 
 def check_reachability(ctx: Context) -> Finding:
@@ -410,7 +427,7 @@ def cache_roots(environ: Mapping[str, str]) -> list[Path]:
 
 
 def check_state_dir(ctx: Context) -> list[Finding]:
-    directory = paths.state_dir(ctx.environ)
+    directory = Paths(ctx.environ).state_dir
     override = bool(ctx.environ.get(paths.STATE_DIR_ENV, "").strip())
     source = f"${paths.STATE_DIR_ENV}" if override else "the platform's user state dir"
     shown = _shown(directory, ctx.environ)
@@ -448,9 +465,7 @@ def check_state_dir(ctx: Context) -> list[Finding]:
 
 
 def platformdirs_state() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir(paths.APP))
+    return paths.platform_state_dir()
 
 
 def _loose_modes(directory: Path) -> list[tuple[Path, int]]:
@@ -481,24 +496,19 @@ def check_cursors(ctx: Context) -> Finding:
     """Every cursor: damaged or pinned ones, and who holds each lock (a flock dies with its holder)."""
     from kijito_pull.core.state import StateStore
 
-    directory = paths.state_dir(ctx.environ) / "cursors"
+    directory = Paths(ctx.environ).cursors_dir
     files = sorted(directory.glob("*.json")) if directory.is_dir() else []
     if not files:
         return Finding("cursors", OK, "no cursors yet (the first pull of a persona creates one)")
     problems, held = [], []
     mine = 0
     for path in files:
-        store = StateStore(path, path.with_suffix(".lock"), {})
         try:
-            import json
-
-            identity = json.loads(store._read_raw().decode("utf-8")).get("identity")
-            if not isinstance(identity, dict):
-                raise ValueError
+            store = StateStore.existing(path)
         except Exception:  # noqa: BLE001 - whatever is wrong with it, it is a damaged file to report
             problems.append(f"{path.name}: unreadable")
             continue
-        store = StateStore(path, path.with_suffix(".lock"), identity)
+        identity = store.identity
         who = f"{identity.get('persona')}/{identity.get('consumer')}"
         if identity.get("persona") == ctx.persona and identity.get("api_base") == ctx.api_base:
             mine += 1

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
+from kijito_pull.core.environment import Environment
 
 REPO = Path(__file__).resolve().parent.parent
 

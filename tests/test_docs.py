@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import COMMANDS, main
+from kijito_pull.core.environment import Environment
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kijito_pull import doctor
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
+from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses.session import lifecycle
 
 TOKEN = "tok-DoctorSecret-8f3a1c"

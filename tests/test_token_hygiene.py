@@ -33,7 +33,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kijito_pull.harnesses.hookgate import DOORBELL
+from kijito_pull.harnesses.claude.gate import DOORBELL
 from kijito_pull.sandbox import Sandbox
 from tests.entrypoints import (
     CODEX_SESSION_START,

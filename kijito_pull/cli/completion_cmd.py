@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 
 TEMPLATE = """\

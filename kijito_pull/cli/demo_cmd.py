@@ -8,10 +8,10 @@ import os
 import tempfile
 import time
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.context import Context, Flags, Settings
 from kijito_pull.core import config, paths, render
 from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import Message
 from kijito_pull.core.sink import Sink

@@ -8,8 +8,8 @@ import textwrap
 
 from kijito_pull import doctor
 from kijito_pull.cli import options
-from kijito_pull.cli.environment import Environment
 from kijito_pull.core.api import DEFAULT_TIMEOUT
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 
 DESCRIPTION = """\

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import hookgate, registry
 
 EPILOG = """\

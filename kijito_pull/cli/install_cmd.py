@@ -13,7 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import registry
 from kijito_pull.harnesses.base import REPOSITORY, Harness, InstallRequest

@@ -14,8 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.core import config
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses.session import lifecycle, optin
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kijito_pull import __version__
-from kijito_pull.cli.environment import Environment
 from kijito_pull.core.config import ConfigError
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 
 # Command name -> its module. Only the module of the command being run is imported, so a hook or a

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses.session import optin
 

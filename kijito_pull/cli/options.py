@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.context import Flags, Settings
 from kijito_pull.core import config
 from kijito_pull.core.api import DEFAULT_TIMEOUT
+from kijito_pull.core.environment import Environment
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from kijito_pull.cli import options
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.progress import WalkProgress
 from kijito_pull.context import Context
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError

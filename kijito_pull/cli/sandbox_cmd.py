@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.sandbox import Sandbox
 

@@ -6,9 +6,9 @@ import argparse
 import json
 
 from kijito_pull.cli import options
-from kijito_pull.cli.environment import Environment
 from kijito_pull.context import Context
 from kijito_pull.core import render
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.cli import options
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.state import CursorState, StateError, StateStore

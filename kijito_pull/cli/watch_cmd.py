@@ -10,11 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from kijito_pull.cli import options
-from kijito_pull.cli.environment import Environment
 from kijito_pull.context import Context, Settings
 from kijito_pull.core import config, process
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError

@@ -1,6 +1,6 @@
 """The pull engine: reconcile one cursor with the server and hand over only unseen mail, in id order.
 
-The contract (design.md, "Delivery contract"): the cursor is a confirmed-contiguous watermark; it moves
+The contract (docs/delivery.md): the cursor is a confirmed-contiguous watermark; it moves
 only past mail the consumer took; a span above the cursor that the server withheld is walked backward
 with `before_id` until the walk reaches the cursor; a walk that cannot complete pins the cursor,
 remembers what was delivered above it and raises one alert. The engine is given its client and store,

@@ -1,6 +1,6 @@
 """Typed values that cross layer boundaries: what the server said, parsed strictly once.
 
-The envelopes of kijito-api.md are parsed here into typed results or `ApiError`; nothing malformed
+The envelopes of the Kijito API (docs/server-api.md) are parsed here into typed results or `ApiError`; nothing malformed
 ever turns into "no mail". Standard library only: the engine and the hook fast path use these types
 without importing the HTTP stack (core.api is the client that fetches them)."""
 
@@ -86,7 +86,7 @@ class InboxPage:
     def contradiction(self) -> str | None:
         """Why this page cannot be believed about what it withheld, or None if it is self-consistent.
 
-        kijito-api.md §2.1.2: omission and continuation are two halves of one statement, and the
+        docs/server-api.md, rule 1: omission and continuation are two halves of one statement, and the
         continuation must be this page's oldest id. A page that contradicts itself never proves coverage.
         """
         if isinstance(self.continuation, NoAnswer):
@@ -104,7 +104,7 @@ class InboxPage:
     def hidden_unread(self) -> bool | None:
         """On a newest page: does the server hold unread mail this window did not show? None = no claim.
 
-        kijito-api.md §4: the count is computed only when something was withheld, so a 0 means "clear"
+        docs/server-api.md, rule 3: the count is computed only when something was withheld, so a 0 means "clear"
         only with positive evidence (a continuation, or a structurally complete window).
         """
         n = self.unread_not_shown

@@ -25,12 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.context import Context, Flags, Settings
 from kijito_pull.core import config, render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import PullReport, pull_through
 from kijito_pull.core.engine import Engine
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
@@ -366,6 +366,7 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str]) -> None:
         ready.engine.settle(holder.key, confirmed=seen, released=set(held) - seen)
     finally:
         ready.close()
+        transcript.forget()
 
 
 def _failure(exc: BaseException) -> str:

@@ -262,7 +262,7 @@ def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: M
     try:
         code, inp = gate(harness, hook, stdin, environ, cwd, stderr)
         if code is None and inp is not None:
-            from kijito_pull.cli.environment import Environment
+            from kijito_pull.core.environment import Environment
             from kijito_pull.harnesses.base import resolve
 
             runtime = resolve(harness.runtime)
@@ -308,12 +308,3 @@ def early_gate(argv: list[str] | None = None) -> None:
     # Nothing is left to flush or release (files are closed, leases and state saved, threads are daemons).
     code = run_hook(argv[2], sys.stdin, sys.stdout, sys.stderr, os.environ, os.getcwd(), exit_after_work=os._exit)
     raise SystemExit(code)
-
-
-def __getattr__(name: str) -> Any:
-    """Claude Code's doorbell marker, once defined here (now kijito_pull.harnesses.claude.gate.DOORBELL)."""
-    if name == "DOORBELL":
-        from kijito_pull.harnesses.claude.gate import DOORBELL
-
-        return DOORBELL
-    raise AttributeError(name)

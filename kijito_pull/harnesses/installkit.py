@@ -17,17 +17,15 @@ import os
 import re
 import shlex
 import shutil
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.paths import Paths
 
 APP = "kijito-pull"
-BACKUP_SUFFIX = ".kijito-pull.bak"
 USER = "user"
 PROJECT = "project"
 SCOPES = (USER, PROJECT)
@@ -106,15 +104,15 @@ class Wiring:
 # -- where things are ------------------------------------------------------------------------------------
 
 
+# Every location comes from kijito_pull.core.paths.Paths; these are the installers' short spellings.
+
+
 def home(environ: Mapping[str, str]) -> Path:
-    raw = environ.get("HOME", "").strip()
-    return Path(raw) if raw else Path.home()
+    return Paths(environ).home
 
 
 def expand(path: str, environ: Mapping[str, str]) -> Path:
-    if path == "~" or path.startswith("~/"):
-        return home(environ) / path[2:]
-    return Path(path)
+    return Paths(environ).expand(path)
 
 
 def project_root(cwd: str | os.PathLike) -> Path:
@@ -148,21 +146,12 @@ def project_dirs(cwd: str | os.PathLike) -> list[Path]:
 
 
 def data_dir(environ: Mapping[str, str]) -> Path:
-    """kijito-pull's user data folder (platformdirs' user_data_dir, computed from `environ`): where the
-    installers keep the copies of the plugin files the harnesses load."""
-    override = environ.get("KIJITO_PULL_DATA_DIR", "").strip()
-    if override:
-        return expand(override, environ)
-    if sys.platform == "darwin":
-        return home(environ) / "Library" / "Application Support" / APP
-    xdg = environ.get("XDG_DATA_HOME", "").strip()
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else home(environ) / ".local" / "share"
-    return base / APP
+    """Where the installers keep the copies of the plugin files the harnesses load (Paths.data_dir)."""
+    return Paths(environ).data_dir
 
 
 def config_home(environ: Mapping[str, str]) -> Path:
-    xdg = environ.get("XDG_CONFIG_HOME", "").strip()
-    return Path(xdg) if xdg and os.path.isabs(xdg) else home(environ) / ".config"
+    return Paths(environ).config_home
 
 
 def which(name: str, environ: Mapping[str, str]) -> str | None:
@@ -353,12 +342,8 @@ def read_bytes(path: Path) -> bytes | None:
         return None
 
 
-def backup_path(path: Path) -> Path:
-    return path.with_name(path.name + BACKUP_SUFFIX)
-
-
-def timestamped_backup(path: Path) -> Path:
-    return path.with_name(f"{path.name}.kijito-pull-{time.strftime('%Y%m%dT%H%M%S')}.bak")
+backup_path = Paths.backup
+timestamped_backup = Paths.timestamped_backup
 
 
 def back_up_before_install(path: Path, before: bytes | None, ours_already: bool) -> Path | None:

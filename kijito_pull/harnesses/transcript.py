@@ -2,7 +2,7 @@
 
 Claude Code passes every hook the path of the session's transcript (JSONL), and records in it the
 context a SessionStart or UserPromptSubmit hook added and the reason a Stop hook blocked with, i.e.
-exactly what the model was given (measured: ../docs/claude.md). Every message a hand-over shows carries
+exactly what the model was given (measured: docs/claude.md). Every message a hand-over shows carries
 a marker (`core.render.ref`), so a later hook of the same session confirms a pending hand-over by
 finding its markers there (core/pending.py): never by our own write, which a harness may drop (a
 killed hook's output is discarded).
@@ -33,7 +33,7 @@ class Transcript:
 
     def __init__(self, paths: Paths, session_id: str, path: str):
         self.path = path
-        self._offset_file = paths.sessions_dir / f"{session_id}.transcript.json"
+        self._offset_file = paths.sessions_dir / f"{session_id}.transcript"
         #: exists while this session may hold hand-overs (session/lifecycle.handed_marker names the same file)
         self.handed_marker = paths.sessions_dir / f"{session_id}.handed"
 
@@ -55,6 +55,12 @@ class Transcript:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump({"path": self.path, "offset": offset}, handle)
             os.replace(tmp, self._offset_file)
+
+    def forget(self) -> None:
+        """The session is over: drop what was kept about it."""
+        for path in (self._offset_file, self.handed_marker):
+            with contextlib.suppress(OSError):
+                path.unlink()
 
     def find(self, markers: Mapping[str, int]) -> set[int]:
         """The ids whose marker (marker -> id) appears in what the transcript gained since the last look.

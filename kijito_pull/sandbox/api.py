@@ -1,4 +1,4 @@
-"""The Kijito API endpoints (kijito-api.md section 2), as functions from a parsed request to a JSON reply.
+"""The Kijito API endpoints (docs/server-api.md), as functions from a parsed request to a JSON reply.
 
 No HTTP here: the server module parses the request and serializes what these return, and the fault
 layer may rewrite the envelope before it is sent.

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
 from kijito_pull.context import Context
+from kijito_pull.core.environment import Environment
 from tests.clirunner import Cli
 
 TOKEN = "cmd-token-77c2"

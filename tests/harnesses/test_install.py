@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
+from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses import jsontext, plugin_files
 from kijito_pull.harnesses.claude import installer as claude_inst

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from kijito_pull.cli import sandbox_cmd
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.sandbox import Sandbox
 

@@ -32,9 +32,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.core import config, render
 from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.state import LockTimeout, StateError
 from kijito_pull.harnesses import handover
@@ -102,7 +102,7 @@ def session_end(inp: HookInput, env: Environment) -> int:
     confirmed, the rest is unseen again at once, so the next session gets it."""
     try:
         handover.confirm_at_end(inp, env.environ)
-        if inp.session_id:
+        if inp.session_id:  # also when the input named no transcript
             lifecycle.handed_marker(env.environ, inp.session_id).unlink(missing_ok=True)
     except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
         say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "

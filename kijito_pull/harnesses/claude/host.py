@@ -19,6 +19,7 @@ import mmap
 import os
 from collections.abc import Mapping
 
+from kijito_pull.core.paths import Paths
 from kijito_pull.harnesses.session import lifecycle
 
 WAKER_ENV = "KIJITO_PULL_CLAUDE_WAKER"
@@ -66,7 +67,7 @@ def has_feature(path: str, feature: bytes = FEATURE) -> bool | None:
 
 
 def _cache_path(environ: Mapping[str, str]) -> str:
-    return str(lifecycle.sessions_dir(environ).parent / "claude-hosts.json")
+    return str(Paths(environ).claude_hosts_cache)
 
 
 def supports_rewake(path: str, environ: Mapping[str, str]) -> bool | None:

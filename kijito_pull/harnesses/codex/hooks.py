@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from kijito_pull.cli.environment import Environment
+from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.hookgate import HookInput
 

@@ -24,12 +24,14 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kijito_pull.core import process
+from kijito_pull.core.paths import Paths
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,120}")
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "mksh", "busybox", "fish", "env", "nsenter"})
@@ -98,12 +100,6 @@ def check_session_id(value: Any) -> tuple[str | None, str | None]:
 # -- files ----------------------------------------------------------------------------------------
 
 
-def _state_dir(environ: Mapping[str, str]) -> Path:
-    from kijito_pull.core import paths  # imports platformdirs; only opted-in work gets here
-
-    return paths.state_dir(environ)
-
-
 def _private_dir(path: Path) -> Path:
     from kijito_pull.core.state import StateError, ensure_private_dir
 
@@ -115,11 +111,11 @@ def _private_dir(path: Path) -> Path:
 
 
 def sessions_dir(environ: Mapping[str, str]) -> Path:
-    return _state_dir(environ) / "sessions"
+    return Paths(environ).sessions_dir
 
 
 def stops_dir(environ: Mapping[str, str]) -> Path:
-    return _state_dir(environ) / "stops"
+    return Paths(environ).stops_dir
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -179,76 +175,15 @@ def _locked(environ: Mapping[str, str], timeout: float = 3.0) -> Iterator[Path]:
 # -- processes ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Proc:
-    pid: int
-    start: str | None  # an opaque start-time token; None when the platform will not tell
-
-
-def _stat(pid: int) -> tuple[str, str, int, str] | None:
-    """(comm, state, ppid, start) from /proc, or from ps where there is no /proc; None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError:
-        data = b""
-    if data:
-        close = data.rfind(b")")
-        comm = data[data.find(b"(") + 1:close].decode("utf-8", "replace")
-        rest = data[close + 2:].split()
-        try:
-            return comm, rest[0].decode(), int(rest[1]), rest[19].decode()
-        except (IndexError, ValueError):
-            return None
-    if os.path.isdir("/proc/self"):
-        return None
-    try:  # macOS and other systems without /proc
-        out = subprocess.run(["ps", "-o", "stat=,ppid=,lstart=,comm=", "-p", str(pid)], capture_output=True,
-                             text=True, timeout=2, env={"LC_ALL": "C", "PATH": os.environ.get("PATH", "")})
-    except (OSError, subprocess.SubprocessError):
-        return None
-    parts = out.stdout.split(None, 7)
-    if out.returncode != 0 or len(parts) < 8:
-        return None
-    state, ppid = parts[0], parts[1]
-    start = " ".join(parts[2:7])
-    comm = os.path.basename(parts[7].strip())
-    try:
-        return comm, state[:1], int(ppid), start
-    except ValueError:
-        return None
-
-
-def proc(pid: int) -> Proc | None:
-    info = _stat(pid)
-    return None if info is None else Proc(pid, info[3])
-
-
-def alive(pid: Any, start: Any) -> bool:
-    """The process `pid` exists, is not a zombie, and (when known) started when the lease says."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    info = _stat(pid)
-    if info is None:
-        return not os.path.isdir("/proc/self")  # no way to look closer: trust kill(0)
-    if info[1] in ("Z", "X"):
-        return False
-    return start is None or info[3] == start
+# Process facts (a pid and its start-time token, alive or not) are the core's: kijito_pull.core.process.
+Proc, proc, alive = process.Proc, process.proc, process.alive
 
 
 def host_process(start_pid: int | None = None) -> Proc | None:
     """The harness process this hook serves: the first ancestor that is not a shell."""
     pid = os.getppid() if start_pid is None else start_pid
     for _ in range(MAX_ANCESTRY):
-        info = _stat(pid)
+        info = process.read_stat(pid)
         if info is None:
             return None
         comm = info[0]
@@ -368,7 +303,7 @@ def end_session(environ: Mapping[str, str], session_id: str) -> Outcome:
     with _locked(environ) as directory:
         lease = _read_json(directory / f"{session_id}.json")
         _unlink(directory / f"{session_id}.json")
-        for suffix in (".rung", ".blocks", ".synced"):
+        for suffix in (".rung", ".blocks", ".synced", ".transcript"):
             _unlink(directory / f"{session_id}{suffix}")
     # Outside the lock: a waker being ended takes the lock to give its lease back.
     ended = lease is not None and isinstance(lease.get("pid"), int) and terminate(lease["pid"], lease.get("pid_start"))

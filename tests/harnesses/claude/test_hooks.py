@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
+from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import hookgate
 from kijito_pull.harnesses.claude import gate as claude_gate
 from kijito_pull.harnesses.claude import hooks as claude

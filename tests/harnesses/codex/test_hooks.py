@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull.cli.environment import Environment
 from kijito_pull.cli.main import main
+from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.codex import hooks as codex
 from kijito_pull.sandbox import Sandbox

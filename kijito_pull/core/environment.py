@@ -1,4 +1,5 @@
-"""The injectable environment a command runs in, so the CLI is tested in-process (the httpie model)."""
+"""The injectable environment a command runs in (streams, environment variables, folder), so every entry
+point -- the CLI, the harness hooks -- is tested in-process (the httpie model). Imports nothing of kijito_pull."""
 
 from __future__ import annotations
 
