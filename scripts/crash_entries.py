@@ -14,32 +14,46 @@ other inboxes' mail, self-echo, now and then a body of some KB and a batch over 
 walks backward), starts the entry point with its output in a file this script opened (the pi child's is
 read by a thread and copied), and SIGKILLs it after a random delay spread over its whole life: start-up,
 fetch, each delivery, each state write. watch and the pi child never exit by themselves, so every trial
-of theirs ends in a kill, and in some trials more mail arrives while they run. After the trials,
-unkilled `--once` runs drain the cursor. Checked, as in crash_trials.py:
+of theirs ends in a kill, and in some trials more mail arrives while they run.
+
+The Claude hooks run as Claude Code runs them: each call has a session id and the session's transcript
+(tests.entrypoints.ClaudeSession), and the harness appends a hook's answer (additionalContext, a Stop
+block's reason) to the transcript only when the hook completed (exit 0); a killed hook's output is
+dropped. Besides the random kills, --answer-kills trials per Claude hook kill it right after its answer:
+kill -9 the moment its stdout (a pipe, as the harness reads it) holds the answer, or the harness's hook
+timeout (the hook stalls 0..--after-answer-ms after its answer, then a SIGKILL at --hook-timeout from its
+start). After some trials the session ends (its SessionEnd hook) and a new one starts; the last session
+ends before the drain. After the trials, unkilled `--once` runs drain the cursor.
+
+Delivered means the consumer has it: a completed hook's answer (the model was given it), what the pi
+controller acknowledged, each complete line of watch's stdout or events file and of the drain's output.
+Mail seen only in a killed process's output is not delivered; unless a later run hands it over again,
+it is lost. Checked, as in crash_trials.py:
 
   lost        mail for P never delivered (must be 0)
   order       each run delivers increasing ids; no run delivers N while an older message is undelivered
   self-echo   mail P wrote itself is never delivered
-  duplicates  only a killed run's deliveries may come again. watch and the pi child acknowledge each
-              message: at most 1 duplicate per kill. A hook hands over its whole pull as one JSON object
-              and acknowledges it once written: a kill between the write and the state save repeats that
-              one batch (N messages), so for hooks the bound is one repeated batch per kill
-  exits       unkilled runs exit 0; the lock is free at the end
+  duplicates  a message delivered twice needs a kill. watch and the pi child acknowledge each message:
+              the run that delivered it was killed, at most 1 duplicate per kill. A hook's repeat (mail a
+              completed hook gave the model, handed over again) is charged to the last kill between the
+              two hand-overs; a kill may cause at most one repeated hand-over
+  exits       unkilled runs exit 0 (SessionEnd included, and it writes nothing); the lock is free at the end
 
-A hook's JSON counts as handed over once it is complete in its stdout file (the design's "took it"). Claude
-Code does not read the output of a hook that did not exit 0, so mail a killed hook wrote and
-acknowledged reaches the model only if a later run hands it over again; `only_in_killed_hooks` counts the
-ids for which that never happened (reported, not failed: a hook is killed only past its budget).
+The Codex hooks still acknowledge once written (issue 13): a kill after that loses the mail, and it is
+counted as lost. `in_killed_output` counts the mail killed hooks showed, `in_killed_output_lost` how much
+of it never reached the model later.
 
-    .venv/bin/python scripts/crash_entries.py --entry all --kills 400 --seed 1
+    .venv/bin/python scripts/crash_entries.py --entry all --kills 350 --answer-kills 200 --seed 1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import secrets
+import select
 import shutil
 import signal
 import statistics
@@ -57,17 +71,22 @@ sys.path.insert(0, str(REPO))
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 from scripts.crash_trials import audit_delivery  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
+    CLAUDE_HOOKS,
+    CODEX_HOOKS,
     CODEX_SESSION_START,
     CODEX_STOP,
     HOOKS,
     PI_CHILD,
+    SESSION_END,
     SESSION_START,
     STOP,
     WATCH,
+    ClaudeSession,
     FileEvents,
     PiChild,
     System,
     hook_ids,
+    hook_text,
     ndjson_events,
     new_ids,
 )
@@ -79,19 +98,32 @@ ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_
 WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 
 
+#: Kill points of a hook trial. "random": after a random delay over its whole life. "answer": kill -9 the
+#: moment its stdout holds the answer (a complete JSON line), before it exits. "timeout": the harness's
+#: hook timeout: the hook goes on for a random 0..--after-answer-ms after its answer (its ack, state and
+#: session files, interpreter exit), then stalls there (SIGSTOP: descheduled, a slow disk) until a SIGKILL
+#: comes at the deadline counted from its start, as Claude Code's hook timeout does. A hook that exits
+#: before the stall completed: its answer is the harness's.
+RANDOM, ANSWER, TIMEOUT = "random", "answer", "timeout"
+
+
 @dataclass
 class Run:
     index: int
-    kind: str  # "calibrate" | "trial" | "drain"
+    kind: str  # "calibrate" | "trial" | "drain" | "end" (a session's SessionEnd hook)
     out: Path
     err: Path
     mode: str = ""  # watch: "stdout" or "events-file"
     delay: float | None = None
     returncode: int | None = None
     elapsed: float = 0.0
-    ids: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)  # what reached the consumer (the model): counts as delivered
+    seen: list[int] = field(default_factory=list)  # every id in its output, whether or not it got further
     torn: bool = False
     late: int = 0  # messages sent while it ran
+    point: str = ""  # hooks: RANDOM, ANSWER or TIMEOUT
+    answered: bool = False  # hooks: a complete answer was in its stdout
+    session: str = ""  # Claude hooks: the session it ran in
 
     @property
     def killed(self) -> bool:
@@ -111,6 +143,13 @@ class EntryTrials:
         self.sandbox.add_persona(PERSONA, memory_count=1)
         self.system = System(self.sandbox.url, self.token, self.work, PERSONA,
                              extra_env={"KIJITO_PULL_MAX_STOP_BLOCKS": "100"})
+        # Claude Code hooks run in sessions with transcripts (confirmation from the transcript); a session
+        # ends now and then (its SessionEnd hook), and the next one starts.
+        self.claude = entry in CLAUDE_HOOKS
+        self.answer_quota = args.answer_kills if (self.claude or (args.codex_answer_kills and entry in CODEX_HOOKS)) \
+            else 0
+        self.sessions: list[ClaudeSession] = []
+        self.session: ClaudeSession | None = self.new_session() if self.claude else None
         self.expected: set[int] = set()
         self.self_echo: set[int] = set()
         self.runs: list[Run] = []
@@ -119,6 +158,7 @@ class EntryTrials:
         self.per_msg_s = 0.005
         self.scale = 1.0
         self._send_lock = threading.Lock()
+        self._pi: PiChild | None = None
 
     # -- mail ----------------------------------------------------------------------------------------
 
@@ -147,11 +187,11 @@ class EntryTrials:
 
     # -- one run -------------------------------------------------------------------------------------
 
-    def spawn(self, kind: str, delay: float | None, late_batch: int = 0) -> Run:
+    def spawn(self, kind: str, delay: float | None, late_batch: int = 0, point: str = "") -> Run:
         index = len(self.runs)
         out, err = self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err"
         out.parent.mkdir(exist_ok=True)
-        run = Run(index, kind, out, err, delay=delay)
+        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.entry in HOOKS else ""))
         if kind == "drain":
             self._run_once(run)
         elif self.entry in HOOKS:
@@ -183,9 +223,94 @@ class EntryTrials:
                                     stdin=subprocess.DEVNULL, env=self.system.env, cwd=str(self.work))
         self._wait_or_kill(proc, None, run)
 
+    # -- Claude Code sessions ------------------------------------------------------------------------
+
+    def new_session(self) -> ClaudeSession:
+        session = ClaudeSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}")
+        self.sessions.append(session)
+        self.session = session
+        return session
+
+    def end_session(self) -> Run:
+        """The session's SessionEnd hook (never killed here): it confirms what the transcript shows and
+        makes the rest unseen again, for the next session."""
+        assert self.session is not None
+        index = len(self.runs)
+        run = Run(index, "end", self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
+                  session=self.session.id)
+        payload = self.system.hook_payload(SESSION_END, self.session.id, **self.session.fields())
+        proc = self.system.spawn_hook(SESSION_END, run.out, run.err, payload=payload)
+        self._wait_or_kill(proc, None, run)
+        if run.out.read_text(errors="replace").strip():
+            self.problems.append(f"run {index} (SessionEnd) wrote to stdout: {run.out.read_text()[:300]!r}")
+        self.runs.append(run)
+        self.new_session()
+        return run
+
+    def hook_payload(self, run: Run) -> str:
+        if self.session is None:
+            return self.system.hook_payload(self.entry, "crash-session")
+        run.session = self.session.id
+        fields = self.session.fields()
+        if self.entry == SESSION_START:
+            fields["source"] = "startup" if self.session.hooks == 0 else self.rng.choice(("resume", "compact"))
+        self.session.hooks += 1
+        return self.system.hook_payload(self.entry, self.session.id, **fields)
+
+    # -- hooks ---------------------------------------------------------------------------------------
+
     def _run_hook(self, run: Run) -> None:
-        proc = self.system.spawn_hook(self.entry, run.out, run.err, session_id="crash-session")
+        payload = self.hook_payload(run)
+        if run.point in (ANSWER, TIMEOUT):
+            self._run_hook_piped(run, payload)
+            return
+        proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload)
         self._wait_or_kill(proc, run.delay, run)
+
+    def _run_hook_piped(self, run: Run, payload: str) -> None:
+        """Read the hook's stdout as the harness does (a pipe) and kill it the moment the answer is complete
+        (ANSWER), or stall it there until the harness's deadline SIGKILLs it (TIMEOUT). A hook with nothing
+        to say exits with its stdout empty; a TIMEOUT deadline that comes first kills it before any answer."""
+        started = time.monotonic()
+        proc = self.system.spawn_hook_piped(self.entry, run.err, payload)
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = started + self.args.hook_timeout if run.point == TIMEOUT else started + 120
+        data = b""
+        try:
+            while True:
+                ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:  # the deadline, before any answer
+                    proc.send_signal(signal.SIGKILL)
+                    if run.point != TIMEOUT:
+                        raise SystemExit(f"{self.entry}: run {run.index} did not answer within 120 s (deadlock?)")
+                    break
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break  # it exited (or closed stdout) without a complete answer
+                data += chunk
+                if b"\n" in data:
+                    if run.point == ANSWER:
+                        proc.send_signal(signal.SIGKILL)
+                    else:
+                        time.sleep(self.rng.uniform(0.0, self.args.after_answer_ms / 1000.0))
+                        proc.send_signal(signal.SIGSTOP)
+                        time.sleep(max(0.0, deadline - time.monotonic()))
+                        proc.send_signal(signal.SIGKILL)
+                    break
+            while True:  # whatever else it wrote before it died (a second object would be a bug)
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            proc.stdout.close()
+            if proc.poll() is None and run.point != RANDOM:
+                proc.send_signal(signal.SIGCONT)  # a stopped child that somehow survived: let the kill land
+            run.returncode = proc.wait(timeout=120)
+            run.elapsed = time.monotonic() - started
+            run.delay = run.elapsed
+            run.out.write_bytes(data)
 
     def _run_long(self, run: Run, late_batch: int) -> None:
         """watch or the pi child: killed after `delay`, or (delay None) ended cleanly once all is delivered."""
@@ -200,8 +325,9 @@ class EntryTrials:
             child = PiChild.start(self.system, *WATCH_ARGS, tag=f"pi{run.index}")
             proc = child.proc
             run.out, run.err = child.out, child.err
-            delivered = lambda: new_ids(child.events)  # noqa: E731
+            delivered = child.acked_ids
             wait_for = child.wait_for
+            self._pi = child
         else:
             run.mode = "events-file" if run.index % 2 else "stdout"
             argv = [*WATCH_ARGS] + (["--events-file", str(run.out)] if run.mode == "events-file" else [])
@@ -252,18 +378,31 @@ class EntryTrials:
         self.base_s = statistics.median(small)
         self.per_msg_s = max(0.0005, statistics.median([(t - self.base_s) / n for t, n in large]))
 
+    def random_kills(self) -> int:
+        return sum(1 for r in self.runs if r.killed and r.point in ("", RANDOM))
+
+    def answer_kills(self) -> int:
+        """Kills that landed right after the answer (ANSWER or TIMEOUT, the answer complete in stdout)."""
+        return sum(1 for r in self.runs if r.killed and r.point in (ANSWER, TIMEOUT) and r.answered)
+
     def trial(self) -> Run:
         n = self.batch_size()
         self.send_batch(n)
+        point = RANDOM
+        if self.answer_kills() < self.answer_quota and (self.random_kills() >= self.args.kills
+                                                        or self.rng.random() < 0.5):
+            point = ANSWER if self.rng.random() < 0.5 else TIMEOUT
         estimate = (self.base_s + self.per_msg_s * max(self.pending(), n)) * self.scale
         if self.rng.random() < 0.5:
             delay = self.rng.uniform(0.0, estimate * 1.1)
         else:
             delay = self.rng.uniform(self.base_s * self.scale * 0.8, estimate * 1.05)
         late = self.batch_size() if self.entry not in HOOKS and self.rng.random() < 0.4 else 0
-        run = self.spawn("trial", delay, late)
-        if self.entry in HOOKS:  # keep about three runs in four killed whatever the machine's load
+        run = self.spawn("trial", delay if point == RANDOM else None, late, point)
+        if self.entry in HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
             self.scale = min(4.0, max(0.25, self.scale * (1.02 if run.killed else 0.94)))
+        if self.claude and self.rng.random() < self.args.end_share:
+            self.end_session()
         return run
 
     def drain(self) -> None:
@@ -276,23 +415,38 @@ class EntryTrials:
     # -- checking ------------------------------------------------------------------------------------
 
     def parse(self, run: Run) -> None:
+        """What reached the consumer. The pi child: what the controller acknowledged (pi showed it). A hook:
+        its answer only if the hook completed (exit 0); the harness drops a killed hook's output, so mail
+        seen only there did not reach the model. A Claude hook's completed answer is recorded in its
+        session's transcript, as Claude Code does. watch and --once: every complete line of their output."""
         if self.entry == PI_CHILD and run.kind != "drain":
             data = run.out.read_bytes()
             events, run.torn = ndjson_events(data.decode("utf-8", "replace"))
-            run.ids = new_ids(events)  # every complete line was read by the thread: handed to "pi"
+            run.seen = new_ids(events)
+            child, self._pi = self._pi, None
+            run.ids = child.acked_ids() if child is not None else []
             return
         text = run.out.read_text(errors="replace") if run.out.exists() else ""
         if self.entry in HOOKS and run.kind != "drain":
             try:
-                run.ids = hook_ids(text, self.expected)
+                answer = hook_text(text)
+                run.seen = hook_ids(text, self.expected)
             except (AssertionError, ValueError):
                 if not run.killed:
                     self.problems.append(f"run {run.index}: stdout is not one JSON object: {text[:300]!r}")
                 run.torn = True  # a write cut by the kill: the harness could not read it, so not handed over
-                run.ids = []
+                run.seen = run.ids = []
+                return
+            run.answered = answer is not None
+            if run.returncode != 0:
+                run.ids = []  # killed: the harness never read it
+                return
+            run.ids = run.seen
+            if answer is not None and self.session is not None:
+                self.session.record(answer)
             return
         events, run.torn = ndjson_events(text)
-        run.ids = new_ids(e for e in events if e.get("persona") == PERSONA)
+        run.ids = run.seen = new_ids(e for e in events if e.get("persona") == PERSONA)
 
     def check(self) -> dict:
         found, delivered_at, per_run = audit_delivery(self.runs, self.expected, self.self_echo)
@@ -300,17 +454,23 @@ class EntryTrials:
         problems.extend(found)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
-        batch = self.entry in HOOKS
-        for index, count in per_run.items():
-            run = self.runs[index]
-            if not run.killed:
-                problems.append(f"run {index} ({run.kind}) was not killed yet {count} of its ids came again")
-            elif count > 1 and not batch:
-                problems.append(f"run {index} (killed after {run.delay:.3f} s) caused {count} duplicates")
-        dup_kills = sum(1 for i in per_run if self.runs[i].killed)
-        if dup_kills > kills or (not batch and duplicates > kills):
-            problems.append(f"{duplicates} duplicates from {dup_kills} runs > {kills} kills")
-        only_killed = sum(1 for where in delivered_at.values() if all(self.runs[i].killed for i in where))
+        hooks = self.entry in HOOKS
+        if hooks:
+            max_dup, repeated = self._check_hook_repeats(delivered_at, problems)
+        else:
+            # watch, the pi child: one ack per message, so a repeat comes from the run that delivered it,
+            # killed before its ack was saved: at most one per kill.
+            for index, count in per_run.items():
+                run = self.runs[index]
+                if not run.killed:
+                    problems.append(f"run {index} ({run.kind}) was not killed yet {count} of its ids came again")
+                elif count > 1:
+                    problems.append(f"run {index} (killed after {run.delay:.3f} s) caused {count} duplicates")
+            if duplicates > kills:
+                problems.append(f"{duplicates} duplicates > {kills} kills")
+            max_dup, repeated = max(per_run.values(), default=0), len(per_run)
+        lost = self.expected - set(delivered_at)
+        in_killed = {i for r in self.runs if r.killed for i in r.seen} & self.expected
         lock = self.lock_status()
         if lock != "free":
             problems.append(f"lock not free at the end: {lock}")
@@ -320,19 +480,28 @@ class EntryTrials:
             "entry": self.entry,
             "trials": len(trials),
             "kills": kills,
-            "killed_before_output": sum(1 for r in trials if r.killed and not r.ids),
-            "killed_during_delivery": sum(1 for r in trials if r.killed and r.ids),
+            "random_kills": self.random_kills(),
+            "answer_kills": {p: sum(1 for r in trials if r.point == p and r.killed and r.answered)
+                             for p in (ANSWER, TIMEOUT)} if hooks else None,
+            "answer_trials_without_answer": sum(1 for r in trials if r.point in (ANSWER, TIMEOUT)
+                                                and not r.answered) if hooks else None,
+            "killed_before_output": sum(1 for r in trials if r.killed and not r.seen),
+            "killed_during_delivery": sum(1 for r in trials if r.killed and r.seen),
             "exited_before_kill": sum(1 for r in trials if not r.killed),
             "torn": sum(1 for r in self.runs if r.torn),
             "sent": len(self.expected),
             "self_echo_sent": len(self.self_echo),
             "sent_while_running": sum(r.late for r in self.runs),
             "delivered": len(set(delivered_at) & self.expected),
-            "lost": len(self.expected - set(delivered_at)),
+            "lost": len(lost),
+            "in_killed_output": len(in_killed),
+            "in_killed_output_lost": len(in_killed & lost),
+            "lost_ids": sorted(lost)[:200],
             "duplicates": duplicates,
-            "max_dup_per_kill": max(per_run.values(), default=0),
-            "kills_that_caused_duplicates": dup_kills,
-            "only_in_killed_hooks": only_killed if batch else None,
+            "max_dup_per_kill": max_dup,
+            "kills_that_caused_duplicates": repeated,
+            "sessions": len(self.sessions) if self.claude else None,
+            "session_ends": sum(1 for r in self.runs if r.kind == "end"),
             "watch_kills_by_mode": watch_modes if self.entry == WATCH else None,
             "backward_pages": sum(1 for e in self.sandbox.requests
                                   if e["path"] == "/api/inbox" and "before_id" in e["query"]),
@@ -342,6 +511,30 @@ class EntryTrials:
             "seed": self.seed,
             "problems": problems,
         }
+
+    def _check_hook_repeats(self, delivered_at: dict[int, list[int]], problems: list[str]) -> tuple[int, int]:
+        """A hook's repeat is a later hand-over (run b) of mail an earlier completed hook already gave the
+        model (run a). Only a kill between them can cause that (e.g. the next hook of the session killed
+        after reading the transcript, before its confirmation was saved). Each repeat is charged to the last
+        kill between a and b, and a kill may cause at most one repeated hand-over.
+
+        Returns (the most messages one kill caused to repeat, how many kills caused a repeat)."""
+        pairs: dict[tuple[int, int], int] = {}
+        for where in delivered_at.values():
+            for a, b in zip(where, where[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + 1
+        charged: dict[int, list[tuple[int, int, int]]] = {}
+        for (a, b), count in sorted(pairs.items()):
+            killers = [r.index for r in self.runs[a + 1:b] if r.killed]
+            if not killers:
+                problems.append(f"run {b} ({self.runs[b].kind}) handed over again {count} messages that run {a} "
+                                f"had given the model, with no kill between them")
+                continue
+            charged.setdefault(killers[-1], []).append((a, b, count))
+        for killer, repeats in charged.items():
+            if len(repeats) > 1:
+                problems.append(f"the kill of run {killer} caused {len(repeats)} repeated hand-overs: {repeats}")
+        return max((sum(c for _, _, c in r) for r in charged.values()), default=0), len(charged)
 
     def lock_status(self):
         rows = self.system.lock_rows()
@@ -355,9 +548,16 @@ class EntryTrials:
                 raise SystemExit(f"{self.entry}: first pull failed: {first.err.read_text()}")
             self.calibrate()
             trials = 0
-            while sum(1 for r in self.runs if r.killed) < self.args.kills and trials < self.args.kills * 3:
+            limit = (self.args.kills + self.answer_quota) * 3
+            while ((self.random_kills() < self.args.kills or self.answer_kills() < self.answer_quota)
+                   and trials < limit):
                 self.trial()
                 trials += 1
+            if self.answer_kills() < self.answer_quota:
+                self.problems.append(f"only {self.answer_kills()} of {self.answer_quota} kills landed right "
+                                     f"after the answer in {trials} trials")
+            if self.session is not None:
+                self.end_session()  # the last session ends too: what it was not seen to get goes to the drain
             self.drain()
             summary = self.check()
         finally:
@@ -370,7 +570,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entry", action="append", choices=(*ENTRY_POINTS, "all"),
                         help="entry point(s) to kill (repeatable; default all)")
-    parser.add_argument("--kills", type=int, default=400, help="SIGKILLs per entry point (default 400)")
+    parser.add_argument("--kills", type=int, default=400,
+                        help="SIGKILLs at a random moment per entry point (default 400)")
+    parser.add_argument("--answer-kills", type=int, default=200,
+                        help="per Claude hook, kills right after its answer: kill -9 the moment its stdout holds "
+                             "the answer, or the harness's timeout after it stalled there (default 200)")
+    parser.add_argument("--codex-answer-kills", action="store_true",
+                        help="the same kills for the Codex hooks (which still acknowledge once written)")
+    parser.add_argument("--hook-timeout", type=float, default=1.5,
+                        help="the harness's hook timeout in TIMEOUT trials, seconds from the hook's start "
+                             "(default 1.5; Claude Code's is the hooks.json timeout, 15 s)")
+    parser.add_argument("--after-answer-ms", type=float, default=8.0,
+                        help="TIMEOUT trials: the hook stalls a random 0..N ms after its answer (default 8)")
+    parser.add_argument("--end-share", type=float, default=0.08,
+                        help="share of Claude hook trials after which the session ends (SessionEnd)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--max-batch", type=int, default=30)
@@ -422,9 +635,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{s['entry']}: {s['problems']}")
                 continue
             extra = ""
-            if s["only_in_killed_hooks"] is not None:
+            if s["answer_kills"] is not None:
                 extra = (f" dup_batches={s['kills_that_caused_duplicates']}"
-                         f" only_in_killed_hooks={s['only_in_killed_hooks']}")
+                         f" random_kills={s['random_kills']} answer_kills={s['answer_kills']}"
+                         f" in_killed_output={s['in_killed_output']} of_which_lost={s['in_killed_output_lost']}")
+                if s["sessions"] is not None:
+                    extra += f" sessions={s['sessions']}"
             if s["watch_kills_by_mode"]:
                 extra = f" kills_by_mode={s['watch_kills_by_mode']}"
             print(f"{s['entry']}: trials={s['trials']} kills={s['kills']} sent={s['sent']} delivered={s['delivered']} "

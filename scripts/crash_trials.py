@@ -318,6 +318,11 @@ def audit_delivery(runs: list, expected: set[int], self_echo: set[int]) -> tuple
     """What every crash-trial script checks of its runs' output (each run has index, ids, killed, kind,
     returncode, err): order within and across runs, nothing lost, no self-echo, nothing unknown.
 
+    `run.ids` are the ids that reached the consumer: the lines of --once's or watch's output (written and
+    flushed, so read), what the pi controller acknowledged, a completed hook's answer (the harness gives
+    it to the model). A killed hook's answer is not among them: the harness drops it. Mail that reached
+    no consumer is lost, whatever output it appeared in.
+
     Returns (problems, delivered_at: id -> run indexes, per_run: run index -> ids it delivered that a
     later run delivered again, i.e. the duplicates attributed to that run's kill).
     """

@@ -40,11 +40,16 @@ STOP = "hook-stop"
 PI_CHILD = "pi-child"
 CODEX_SESSION_START = "hook-codex-session-start"
 CODEX_STOP = "hook-codex-stop"
+#: SessionEnd hands nothing over (it settles the session's pending hand-overs), so it is no entry point of
+#: its own; the crash trials run it to end a session.
+SESSION_END = "hook-session-end"
 HOOK_NAMES = {SESSION_START: "claude-session-start", STOP: "claude-stop",
-              CODEX_SESSION_START: "codex-session-start", CODEX_STOP: "codex-stop"}
+              CODEX_SESSION_START: "codex-session-start", CODEX_STOP: "codex-stop",
+              SESSION_END: "claude-session-end"}
 HOOK_EVENTS = {SESSION_START: "SessionStart", STOP: "Stop", CODEX_SESSION_START: "SessionStart",
-               CODEX_STOP: "Stop"}
+               CODEX_STOP: "Stop", SESSION_END: "SessionEnd"}
 CODEX_HOOKS = (CODEX_SESSION_START, CODEX_STOP)
+CLAUDE_HOOKS = (SESSION_START, STOP)
 HOOKS = (SESSION_START, STOP, *CODEX_HOOKS)
 ENTRIES = (ONCE, WATCH, SESSION_START, STOP, PI_CHILD, *CODEX_HOOKS)
 
@@ -131,6 +136,8 @@ class System:
             data["stop_hook_active"] = False
             if entry in CODEX_HOOKS:
                 data.update({"turn_id": "turn-1", "last_assistant_message": "done"})
+        elif HOOK_EVENTS[entry] == "SessionEnd":
+            data["reason"] = "other"
         else:
             data["source"] = "startup"
         data.update(fields)
@@ -142,14 +149,17 @@ class System:
         stdin (written and closed at once; the payload is far below a pipe's buffer)."""
         proc = self.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], out, err, env=env, stdin=subprocess.PIPE,
                           cwd=self.project)
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write((payload if payload is not None else self.hook_payload(entry, session_id)).encode())
-            proc.stdin.close()
-        except BrokenPipeError:  # killed before it read its input
-            pass
-        proc.stdin = None
-        return proc
+        return _feed(proc, payload if payload is not None else self.hook_payload(entry, session_id))
+
+    def spawn_hook_piped(self, entry: str, err: Path, payload: str, *,
+                         env: Mapping[str, str] | None = None) -> subprocess.Popen:
+        """The same, with stdout a pipe (as Claude Code reads it), so a caller sees the answer the moment
+        it is written, e.g. to kill the hook right then. The caller must read `proc.stdout`."""
+        with open(err, "ab") as e:
+            proc = subprocess.Popen([KIJITO_PULL, "hook", HOOK_NAMES[entry]], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=e, env={**self.env, **(env or {})},
+                                    cwd=str(self.project))
+        return _feed(proc, payload)
 
     def run(self, argv: list[str], *, timeout: float = 60, env: Mapping[str, str] | None = None,
             cwd: Path | None = None) -> Ran:
@@ -183,6 +193,44 @@ class System:
         ran = self.run(self.cli_argv("status", "--json"))
         assert ran.code == 0, ran.stderr
         return [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+
+
+def _feed(proc: subprocess.Popen, payload: str) -> subprocess.Popen:
+    """Write the hook's JSON to its stdin and close it (the payload is far below a pipe's buffer)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(payload.encode())
+        proc.stdin.close()
+    except BrokenPipeError:  # killed before it read its input
+        pass
+    proc.stdin = None
+    return proc
+
+
+class ClaudeSession:
+    """One Claude Code session as the harness keeps it: a session id and a transcript (JSONL) to which
+    the harness appends a hook's answer (SessionStart/UserPromptSubmit `additionalContext`, a Stop
+    block's `reason`) only once the hook completed; a killed hook's output is dropped, never recorded
+    (../shared/harness-notes.md). The hooks confirm their hand-overs by finding the messages' markers here.
+    """
+
+    def __init__(self, directory: Path, session_id: str):
+        self.id = session_id
+        self.transcript = Path(directory) / f"{session_id}.jsonl"
+        self.transcript.parent.mkdir(parents=True, exist_ok=True)
+        with self.transcript.open("a") as handle:
+            handle.write(json.dumps({"type": "summary", "sessionId": session_id}) + "\n")
+        self.hooks = 0  # hooks run in this session
+
+    def fields(self) -> dict[str, Any]:
+        return {"transcript_path": str(self.transcript)}
+
+    def record(self, text: str) -> None:
+        """What Claude Code does with a completed hook's answer: the model is given it, the transcript
+        says so (the text JSON-escaped inside one JSONL line)."""
+        with self.transcript.open("a") as handle:
+            handle.write(json.dumps({"type": "attachment", "attachment": {
+                "type": "hook_additional_context", "content": [text]}}) + "\n")
 
 
 @dataclass

@@ -4,10 +4,10 @@ the model has it).
 `scripts/crash_entries.py` (tests/test_reliability.py runs scripts/crash_trials.py for `--once`), in two
 concurrent runs of the script:
 
-- about 40 SIGKILLs at random moments each of watch (half with --events-file, where a kill can land
+- 30 SIGKILLs at random moments each of watch (half with --events-file, where a kill can land
   between the line's fsync and the state rename), the pi child, `hook claude-stop` and
   `hook claude-session-start`;
-- 25 kills each of the two Claude hooks right after their answer: kill -9 the moment stdout holds it, or
+- 20 kills each of the two Claude hooks right after their answer: kill -9 the moment stdout holds it, or
   the harness's timeout after the hook stalled there. The Claude hooks run in sessions with transcripts,
   and the harness records a hook's answer there only when the hook completed; sessions end now and then;
 - 15 random kills of each Codex hook.
@@ -34,10 +34,10 @@ import sys
 import pytest
 
 from tests.clirunner import REPO
-from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, HOOKS, PI_CHILD, SESSION_START, STOP, WATCH
+from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, PI_CHILD, SESSION_START, STOP, WATCH
 
 MAIN = (WATCH, PI_CHILD, STOP, SESSION_START)
-MAIN_KILLS, ANSWER_KILLS, CODEX_KILLS = 40, 25, 15
+MAIN_KILLS, ANSWER_KILLS, CODEX_KILLS = 30, 20, 15
 
 
 def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir) -> subprocess.Popen:
@@ -89,7 +89,7 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
         assert s["max_dup_per_kill"] <= 1 and s["duplicates"] <= s["kills"], (entry, context)
         # The kills must really have landed between deliveries, or the zeros above prove little.
         assert s["killed_during_delivery"] >= 3, (entry, context)
-    assert by_entry[WATCH]["watch_kills_by_mode"]["events-file"] >= 15, context
+    assert by_entry[WATCH]["watch_kills_by_mode"]["events-file"] >= 10, context
     assert by_entry[WATCH]["sent_while_running"] > 0 and by_entry[PI_CHILD]["sent_while_running"] > 0, context
 
     # Codex: the known gap (issue 13) and nothing else.
@@ -105,4 +105,3 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
         assert s["delivered"] + s["lost"] == s["sent"], (entry, context)
         assert s["random_kills"] >= CODEX_KILLS, (entry, context)
         assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
-    assert all(e in HOOKS for e in (*CLAUDE_HOOKS, *CODEX_HOOKS))
