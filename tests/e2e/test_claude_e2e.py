@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -77,6 +78,70 @@ def test_claude_p_gets_waiting_mail_first_and_new_mail_at_stop_once(
     # Nothing handed over twice: the whole conversation, as the last request carries it.
     assert ch.handovers(fm, convo[-1], ["MAIL-WAITING", "MAIL-LATE"]) == {"MAIL-WAITING": 1, "MAIL-LATE": 1}
     assert ch.waker_pids(state) == []
+
+
+HANDED = re.compile(r"Message \d+ of \d+: id (\d+), from loom, sent [^(]*\(kijito-ref:\w+\)\.\n> (BACKLOG-\d+)")
+
+
+def _shown_ids(fm: FakeModel) -> dict[int, str]:
+    """Every message the model was given in any request (its id, and the opening words it saw)."""
+    shown: dict[int, str] = {}
+    for request in fm.model_requests:
+        for ident, opening in HANDED.findall(fm.text_of(request)):
+            shown[int(ident)] = opening
+    return shown
+
+
+def _cursor(state: Path) -> dict:
+    [path] = (state / "cursors").glob("*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("first_contact", [False, True], ids=["120-waiting-behind-a-cursor",
+                                                              "40-unread-at-first-contact"])
+def test_claude_p_acknowledges_only_what_the_model_was_shown(
+    claude_harness: h.Harness, netns: h.NetNS, sandbox, state: Path, e2e_home: Path, tmp_path: Path,
+    first_contact: bool,
+) -> None:
+    """A backlog larger than one hand-over: every message the cursor moves past is in some model request
+    (its id and opening words); what did not fit is still unseen after the run and reaches the next one.
+    At first contact, unread mail behind the sandbox's 20-row window is reached by walking back."""
+    project = ch.make_project(tmp_path)
+    env = ch.hook_env(sandbox.url, state, KIJITO_PULL_MAX_STOP_BLOCKS="1")
+    if not first_contact:
+        sandbox.send(ch.PERSONA, "loom", "BEFORE: establishes the cursor")
+        with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
+            result = h.run_claude_p(claude_harness, "first run", base_url=fm.url, home=e2e_home, cwd=project,
+                                    plugin_dirs=[ch.REPO], env=env, timeout=90)
+            assert result.returncode == 0, _diag(result)
+        assert _cursor(state)["cursor"] >= 1 and not _cursor(state).get("pending")
+    total = 40 if first_contact else 120
+    sent = [sandbox.send(ch.PERSONA, "loom", f"BACKLOG-{i:03d} " + "detail " * 30) for i in range(total)]
+
+    runs: list[dict[int, str]] = []
+    for run in range(4):
+        with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
+            result = h.run_claude_p(claude_harness, f"work run {run}", base_url=fm.url, home=e2e_home,
+                                    cwd=project, plugin_dirs=[ch.REPO], env=env, timeout=120)
+            assert result.returncode == 0, _diag(result)
+            runs.append(_shown_ids(fm))
+        cursor = _cursor(state)["cursor"]
+        shown_so_far = set().union(*runs)
+        # The cursor moved past nothing the model was not shown.
+        assert {i for i in sent if i <= cursor} <= shown_so_far, (cursor, sorted(set(sent) - shown_so_far)[:5])
+        if shown_so_far >= set(sent):
+            break
+    assert set().union(*runs) == set(sent)
+    if not first_contact:
+        assert len(runs) >= 2  # one run (a start and one Stop block) did not fit 120: the rest waited
+    for shown in runs:
+        for ident, opening in shown.items():
+            assert opening == f"BACKLOG-{sent.index(ident):03d}"
+    first_run = runs[0]
+    assert min(first_run) == sent[0] and sorted(first_run) == sent[:len(first_run)]  # the oldest first
+    assert _cursor(state)["cursor"] == sent[-1] and not _cursor(state).get("pending")
+    repeats = sum(len(set(a) & set(b)) for i, a in enumerate(runs) for b in runs[i + 1:])
+    assert repeats == 0, "a message confirmed in one run was handed over again in the next"
 
 
 def test_not_opted_in_nothing_reaches_the_model_and_the_sandbox_sees_no_request(
