@@ -323,8 +323,10 @@ def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: 
         if not batch:
             return report
         text, shown = sink.compose(engine.persona, batch)
-        pull.hand_over(shown)  # durable before the answer is written: a kill after it loses nothing
+        # SessionEnd settles only a session marked as handed to, so the mark comes first: a kill between
+        # the two leaves a mark with nothing pending (harmless), never pending mail SessionEnd skips.
         _mark_handed(holder, transcript)
+        pull.hand_over(shown)  # durable before the answer is written: a kill after it loses nothing
         if not sink.emit(text):
             pull.retake()
             report.refused = batch[0].id

@@ -1,0 +1,51 @@
+"""A Claude hook killed at the worst moments of its hand-over (found by modelling scripts/crash_entries.py's
+kill points one by one): the mail still reaches the model, in this session or the next.
+
+A kill is simulated in-process by raising, right after the step it follows, an exception no handler
+catches (nothing of the hook runs after a SIGKILL; the state already saved is what a kill leaves).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kijito_pull.core.engine import Pull
+from tests.harnesses.claude.test_confirmed_handover import Session, establish_cursor, state
+from tests.harnesses.claude.test_hooks import PERSONA, Hooks
+
+
+class Killed(BaseException):
+    """SIGKILL: nothing after it runs."""
+
+
+@pytest.fixture
+def hooks(sb, project, tmp_path) -> Hooks:
+    return Hooks(sb, project, tmp_path / "state", KIJITO_PULL_MAX_STOP_BLOCKS="100")
+
+
+def test_a_hook_killed_right_after_its_durable_hand_over_leaves_the_mail_to_the_next_session(
+        hooks, sb, tmp_path, monkeypatch):
+    """The hand-over is saved as pending for the session before the answer is written. A kill right after
+    that save (before anything else the hook does) must not leave the mail held by a session that ends:
+    its SessionEnd releases it, and the next session gets it at once (not after the 30 min deadline)."""
+    establish_cursor(hooks, sb)
+    mids = [sb.send(to=PERSONA, sender="loom", content=f"m{i}") for i in range(2)]
+    one = Session(hooks, "sess-1", tmp_path)
+    real = Pull.hand_over
+
+    def hand_over_then_killed(self, messages):
+        real(self, messages)
+        raise Killed
+
+    monkeypatch.setattr(Pull, "hand_over", hand_over_then_killed)
+    with pytest.raises(Killed):
+        one.run("claude-stop")
+    monkeypatch.setattr(Pull, "hand_over", real)
+    [held] = state(hooks)["pending"]
+    assert held["holder"] == "claude:sess-1" and held["ids"] == mids
+    code, _, err = hooks("claude-session-end", session_id="sess-1", transcript_path=str(one.transcript),
+                         reason="clear")
+    assert code == 0, err
+    two = Session(hooks, "sess-2", tmp_path)
+    two.run("claude-session-start", source="clear")
+    assert two.shown == mids
