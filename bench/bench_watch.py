@@ -20,9 +20,9 @@ with NDJSON on a stdout pipe that a reader thread timestamps line by line (time.
     .venv/bin/python bench/bench_watch.py --quick             # 20 messages, 20 s windows (scaled to /min)
     .venv/bin/python bench/bench_watch.py --only latency --tools ours
 
-The reference is expected in its own venv: python3 -m venv /tmp/kim && /tmp/kim/bin/pip install
-kijito-inbox-monitor==0.6.1 (or pass --ref-exe). The sandbox runs in this process (threads), so its
-own work competes with both tools for the same cores.
+The reference is expected in its own venv, where `bash scripts/install-reference` puts it
+(.harness/kim/, from PyPI, pinned to 0.6.1), or pass --ref-exe. The sandbox runs in this process
+(threads), so its own work competes with both tools for the same cores.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ TOKEN = "bench-watch-token-5f2e"
 SENDER = "bench-sender"
 LAT_PERSONA = "lat"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Where scripts/install-reference installs kijito-inbox-monitor 0.6.1 (keep the two in step).
+REFERENCE_EXE = Path(os.environ.get("KIJITO_PULL_HARNESS_DIR") or REPO / ".harness") / "kim" / "bin" / \
+    "kijito-inbox-monitor"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -439,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", default="ours,ref", help="comma-separated: ours, ref")
     parser.add_argument("--only", choices=("latency", "idle"), help="run one benchmark only")
     parser.add_argument("--ours-exe", default=str(REPO / ".venv" / "bin" / "kijito-pull"))
-    parser.add_argument("--ref-exe", default="/tmp/kim/bin/kijito-inbox-monitor")
+    parser.add_argument("--ref-exe", default=str(REFERENCE_EXE),
+                        help="the reference's console script (default: where scripts/install-reference puts it)")
     parser.add_argument("--json", metavar="FILE", help="also write every measurement as JSON")
     args = parser.parse_args(argv)
     messages = args.messages or (20 if args.quick else 100)
@@ -449,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     tools = {k: available[k] for k in args.tools.split(",") if k}
     for tool in tools.values():
         if not Path(tool.exe).exists():
-            raise SystemExit(f"{tool.label}: {tool.exe} not found")
+            hint = " (run: bash scripts/install-reference)" if tool.key == "ref" else ""
+            raise SystemExit(f"{tool.label}: {tool.exe} not found{hint}")
 
     rng = random.Random(args.seed)
     gaps = [rng.uniform(args.gap_min, args.gap_max) for _ in range(messages)]
