@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from kijito_pull.core import config
 from kijito_pull.core.api import DEFAULT_TIMEOUT, KijitoClient
-from kijito_pull.core.engine import Engine
+from kijito_pull.core.engine import REPLAY, RESET_POLICIES, Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.state import StateStore
@@ -37,6 +37,7 @@ class Flags:
     personas: tuple[str, ...] = ()
     consumer: str | None = None
     timeout: float | None = None
+    on_reset: str | None = None
 
 
 class Settings:
@@ -87,6 +88,15 @@ class Settings:
                 out.append(name)
         return out
 
+    @functools.cached_property
+    def on_reset(self) -> str:
+        """What a pull does when the server's ids start over below the cursor (--on-reset, else the config
+        file's on_reset, else replay): docs/delivery.md, "Server resets"."""
+        value = self.flags.on_reset or self.file.get("on_reset") or REPLAY
+        if value not in RESET_POLICIES:
+            raise config.ConfigError(f"on_reset must be one of {', '.join(RESET_POLICIES)}, not {str(value)[:20]!r}")
+        return value
+
     @property
     def timeout(self) -> float:
         return self.flags.timeout or DEFAULT_TIMEOUT
@@ -133,6 +143,7 @@ class Context:
     def engine(self, persona: str, **options: Any) -> Engine:
         """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...)."""
         config.validate_persona(persona)
+        options.setdefault("on_reset", self.settings.on_reset)
         return Engine(self.client, self.store(persona), self.factory, persona=persona,
                       consumer=self.settings.consumer, **options)
 

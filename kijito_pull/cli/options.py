@@ -31,6 +31,13 @@ def add_personas(parser: argparse.ArgumentParser, *, many: bool = True) -> None:
                             f"(default: ${config.PERSONA_ENV})")
 
 
+def add_on_reset(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--on-reset", choices=("replay", "pin"), default=None,
+                        help="when the server's ids start over below the cursor (a reset server): replay its "
+                             "unread mail as on first contact and start the cursor again (default), or pin "
+                             "the cursor and alert; both raise an alert (config file: on_reset)")
+
+
 def add_consumer(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consumer", metavar="NAME", default=None,
                         help=f"consumer group owning the cursor (default {config.DEFAULT_CONSUMER!r}; the hooks, "
@@ -63,7 +70,8 @@ def flags(args: argparse.Namespace) -> Flags:
     personas = tuple(persona) if isinstance(persona, list) else ((persona,) if persona else ())
     return Flags(api_base=getattr(args, "api_base", None), token_file=getattr(args, "token_file", None),
                  auth_header=getattr(args, "auth_header", None), personas=personas,
-                 consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None))
+                 consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None),
+                 on_reset=getattr(args, "on_reset", None))
 
 
 def settings(args: argparse.Namespace, env: Environment) -> Settings:

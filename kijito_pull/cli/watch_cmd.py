@@ -48,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     who.add_argument("--rediscover-every", type=_positive_int, default=600, metavar="SECONDS",
                      help="re-read the persona directory this often (default 600)")
     options.add_consumer(p)
+    options.add_on_reset(p)
 
     poll = p.add_argument_group("polling")
     poll.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",

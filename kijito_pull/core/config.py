@@ -31,7 +31,7 @@ _CONSUMER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _HEADER_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 # Settings the file may carry, all strings: a wrong type is reported here, not as a crash where it is used.
-_STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer")
+_STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer", "on_reset")
 
 SANDBOX_HINT = "to try kijito-pull without an account, run `kijito-pull demo` or `kijito-pull sandbox`"
 

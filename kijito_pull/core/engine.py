@@ -9,6 +9,7 @@ so every entry point (CLI, hooks, watch loop) shares this one implementation.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime
 import time
@@ -19,11 +20,16 @@ from typing import Any, Protocol
 from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.models import ApiError, InboxPage, Message
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.state import EMPTY_CURSOR, CursorState, Loaded, StateStore
+from kijito_pull.core.state import EMPTY_CURSOR, RECENT_LIMIT, CursorState, Loaded, StateStore, fingerprint
 
 DEFAULT_MAX_REPLAY = 50
 DEFAULT_PAGE_BUDGET = 1000
 DEFAULT_LOCK_TIMEOUT = 5.0
+
+#: What a pull does when the server's ids start over below the cursor (docs/delivery.md, "Server resets").
+REPLAY = "replay"  # deliver the visible unread mail as on first contact and start the cursor again
+PIN = "pin"  # keep the cursor pinned and alert until a person decides
+RESET_POLICIES = (REPLAY, PIN)
 
 FIRST_CONTACT = "first_contact"
 CORRUPT = "corrupt"
@@ -64,7 +70,8 @@ class Pull:
     def __init__(self, engine: Engine, loaded: Loaded, newest: InboxPage, coverage: Coverage,
                  signals: list[dict], mode: str, pending: list[Message], target: int, peek: bool, *,
                  held: Iterable[Message] = (), blocked: Iterable[int] = (), accounted: Iterable[int] = (),
-                 entries: dict[int, pending_mod.Entry] | None = None, holder: Holder | None = None):
+                 entries: dict[int, pending_mod.Entry] | None = None, holder: Holder | None = None,
+                 late: Iterable[int] = ()):
         self.persona = engine.persona
         self.consumer = engine.consumer
         self.mode = mode
@@ -84,7 +91,14 @@ class Pull:
         # (a 10,000-message catch-up spent ~6.5 s in those scans): the ids the watermark may not pass
         # until they are acked (to hand over, held by a session, or accounted for without delivery), in
         # order; the index of the first one not yet acked; the acked ids not yet passed by that index.
-        self._order = sorted({m.id for m in pending} | {m.id for m in self.held} | set(blocked) | self._acked)
+        # Ids at or below the cursor that became visible late (delivered now; they never hold the cursor),
+        # and every row this pull saw, in order, to remember what the cursor passes (`recent`).
+        self._late = set(late)
+        self._late_taken: set[int] = set()
+        self._rows = coverage.rows
+        self._seen = sorted(coverage.rows)
+        self._order = sorted(({m.id for m in pending} | {m.id for m in self.held} | set(blocked) | self._acked)
+                             - self._late)
         self._next = 0
         self._acked_ahead: set[int] = set(self._acked)
         self._advance()
@@ -107,6 +121,8 @@ class Pull:
         ids = {m.id for m in messages}
         for i in ids:
             self._entries.pop(i, None)
+        self._late_taken |= ids & self._late
+        ids -= self._late
         self._acked |= ids
         self._acked_ahead |= ids
         self._advance()
@@ -174,15 +190,32 @@ class Pull:
         if self.pinned:
             above = sorted(set(before.delivered_above) | self._acked)
             pin = before.pin or {"since": _now(), "reason": self.coverage.problem or "gap not proven"}
-            return CursorState(cursor=before.cursor, delivered_above=above, pin=pin, pending=dict(self._entries))
+            return CursorState(cursor=before.cursor, delivered_above=above, pin=pin, pending=dict(self._entries),
+                               recent=self._recent(before, before.cursor))
         # The lowest blocking id not acked yet; acked ids below it are all <= the watermark, so only the
         # acked ids not yet passed (`_acked_ahead`) can still belong above it.
         watermark = (self._order[self._next] - 1) if self._next < len(self._order) else self._target
         if before.cursor is not None and self.mode == NORMAL:
             watermark = max(watermark, before.cursor)
-        above = sorted(i for i in set(before.delivered_above) | self._acked_ahead if i > watermark)
+        prior_above = before.delivered_above if self.mode == NORMAL else ()  # a reset forgets the old numbering
+        above = sorted(i for i in set(prior_above) | self._acked_ahead if i > watermark)
         entries = {i: e for i, e in self._entries.items() if i > watermark}
-        return CursorState(cursor=watermark, delivered_above=above, pin=None, pending=entries)
+        return CursorState(cursor=watermark, delivered_above=above, pin=None, pending=entries,
+                           recent=self._recent(before if self.mode == NORMAL else None, watermark))
+
+    def _recent(self, before: CursorState | None, cursor: int | None) -> dict[int, str]:
+        """The newest RECENT_LIMIT ids at or below `cursor` accounted for, with their fingerprints: what was
+        remembered, the rows this pull saw that the cursor now passes (all delivered, self-echo or
+        announced), the late ids taken."""
+        if cursor is None:
+            return {}
+        merged = dict(before.recent) if before is not None else {}
+        passed = self._seen[:bisect.bisect_right(self._seen, cursor)][-RECENT_LIMIT:]
+        for i in [*passed, *self._late_taken]:
+            m = self._rows[i]
+            merged[i] = fingerprint(m.sender, m.created, m.content)
+        keep = sorted(i for i in merged if i <= cursor)[-RECENT_LIMIT:]
+        return {i: merged[i] for i in keep}
 
     def _persist(self, final: bool) -> None:
         if self._peek:
@@ -203,7 +236,7 @@ class Engine:
                  page_budget: int = DEFAULT_PAGE_BUDGET, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  suppress_authors: Iterable[str] = (), progress: Callable[[int, int], None] | None = None,
                  holder_alive: pending_mod.Liveness | None = pending_mod.process_alive,
-                 max_handovers: int = pending_mod.DEFAULT_MAX_HANDOVERS):
+                 max_handovers: int = pending_mod.DEFAULT_MAX_HANDOVERS, on_reset: str = "replay"):
         self.client = client
         self.store = store
         self.factory = signals
@@ -217,6 +250,9 @@ class Engine:
         self.progress = progress  # called with (pages walked, messages found) during a catch-up walk
         self.holder_alive = holder_alive  # does a pending hand-over's holder still run? (None: deadline only)
         self.max_handovers = max_handovers
+        if on_reset not in RESET_POLICIES:
+            raise ValueError(f"on_reset must be one of {', '.join(RESET_POLICIES)}")
+        self.on_reset = on_reset
 
     @contextlib.contextmanager
     def open(self, peek: bool = False, holder: Holder | None = None) -> Iterator[Pull]:
@@ -269,10 +305,26 @@ class Engine:
         if loaded.state is None or loaded.state.cursor is None:
             return self._plan_first_contact(loaded, newest, peek, holder)
         state = loaded.state
-        coverage = self._cover(newest, state.cursor)
+        reset = self._reset_seen(state, newest)
+        if reset is not None and self.on_reset == REPLAY:
+            # Planned as a first contact: the old cursor is replaced, not merged (its numbering is gone).
+            pull = self._plan_first_contact(loaded, newest, peek, holder)
+            pull.signals.insert(0, self.factory.signal(
+                "alert", self.persona, reason=f"{reset}; its unread mail is delivered as on first contact and "
+                                              f"the cursor starts again (on_reset={REPLAY})",
+                cursor=state.cursor, consumer=self.consumer))
+            return pull
+        coverage = self._cover(newest, state.cursor) if reset is None else Coverage(problem=reset)
         delivered = set(state.delivered_above)
-        candidates = [m for i, m in sorted(coverage.rows.items())
-                      if m.id not in delivered and m.sender not in self.suppressed]
+        # Ids at or below the cursor that became visible after the cursor passed them (a late commit): in
+        # the trailing window of ids remembered as accounted for, an id not among them was never seen.
+        recent = state.recent
+        floor = min(recent) if recent else state.cursor
+        late = [m for m in newest.messages if floor < m.id <= state.cursor and m.id not in recent]
+        coverage.rows.update((m.id, m) for m in late)  # remembered once taken (self-echo: at once)
+        candidates = [*(m for m in late if m.sender not in self.suppressed),
+                      *(m for i, m in sorted(coverage.rows.items())
+                        if i > state.cursor and m.id not in delivered and m.sender not in self.suppressed)]
         entries = dict(state.pending)
         now = time.time()
         pending, held, blocked = [], [], []
@@ -303,7 +355,23 @@ class Engine:
                 "recovered", self.persona, reason="the gap above the cursor is covered; pin released",
                 cursor=state.cursor, consumer=self.consumer))
         return Pull(self, loaded, newest, coverage, signals, NORMAL, pending, target, peek,
-                    held=held, blocked=blocked, entries=entries, holder=holder)
+                    held=held, blocked=blocked, entries=entries, holder=holder, late=[m.id for m in late])
+
+    def _reset_seen(self, state: CursorState, newest: InboxPage) -> str | None:
+        """Why the newest page shows a server whose ids started over below this cursor, or None.
+
+        A reset shows only ids below the cursor, none of them one this cursor accounted for. (A deleted
+        newest message also leaves ids below the cursor, but ones we remember.) Only a consistent page
+        with rows, and a cursor that remembers what it passed, can tell."""
+        if not state.recent or not newest.messages or newest.contradiction() is not None:
+            return None
+        if newest.newest_id is None or newest.newest_id >= state.cursor:
+            return None
+        known = state.recent
+        if any(known.get(m.id) == fingerprint(m.sender, m.created, m.content) for m in newest.messages):
+            return None  # mail we accounted for is still there: deleted mail, not a reset
+        return (f"the server's ids start over below the cursor: its newest message is {newest.newest_id}, the "
+                f"cursor is at {state.cursor} (a reset server, or an old copy of the account)")
 
     def _plan_first_contact(self, loaded: Loaded, newest: InboxPage, peek: bool,
                             holder: Holder | None = None) -> Pull:

@@ -10,6 +10,7 @@ import contextlib
 import datetime
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import stat
@@ -25,8 +26,18 @@ from kijito_pull.core import pending as pending_mod
 SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_DELIVERED_ABOVE = 200_000
+#: How many accounted ids at or below the cursor are remembered, so an id that becomes visible late
+#: (taken before higher ids, committed after they were delivered) is still delivered: docs/delivery.md.
+RECENT_LIMIT = 256
 #: The cursor of an inbox seen empty: below every id, since a new account's first message may be id 0.
 EMPTY_CURSOR = -1
+
+
+def fingerprint(sender: str, created: str, content: str) -> str:
+    """A short digest of who sent a message, when, and how it begins (a server clips only the end of a
+    body): a reused id carries another one."""
+    text = f"{sender}\0{created}\0{content[:32]}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 class StateError(Exception):
@@ -47,6 +58,11 @@ class CursorState:
     delivered_above: list[int] = field(default_factory=list)
     pin: dict[str, str] | None = None  # {"since": iso time, "reason": text} while a gap is unproven
     pending: dict[int, pending_mod.Entry] = field(default_factory=dict)
+    #: the newest ids at or below the cursor that were accounted for (delivered or announced), at most
+    #: RECENT_LIMIT, each with a fingerprint of its message (`fingerprint`): a visible id between the
+    #: oldest of them and the cursor that is not here came late; visible ids that all differ from these
+    #: show a server whose ids started over
+    recent: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -249,9 +265,16 @@ class StateStore:
             raise ValueError("the state file's pin is malformed")
         if cursor is None and data.get("pending"):
             raise ValueError("the state file lists pending hand-overs without a cursor")
+        recent = data.get("recent", {})
+        if not isinstance(recent, dict) or len(recent) > RECENT_LIMIT or not all(
+            isinstance(k, str) and k.lstrip("-").isdigit() and cursor is not None and int(k) <= cursor
+            and isinstance(v, str) and len(v) <= 16 for k, v in recent.items()
+        ):
+            raise ValueError("the state file's recent list is malformed")
         return CursorState(cursor=cursor, delivered_above=sorted(set(above)),
                            pin={"since": pin["since"], "reason": pin["reason"]} if pin else None,
-                           pending=pending_mod.parse(data.get("pending"), cursor))
+                           pending=pending_mod.parse(data.get("pending"), cursor),
+                           recent={int(k): v for k, v in sorted(recent.items(), key=lambda kv: int(kv[0]))})
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -276,6 +299,7 @@ class StateStore:
             "delivered_above": state.delivered_above,
             "pin": state.pin,
             **({"pending": pending_mod.dump(state.pending)} if state.pending else {}),
+            **({"recent": {str(k): v for k, v in state.recent.items()}} if state.recent else {}),
             "updated": _now(),
             "writer": f"kijito-pull/{__version__}",
         }

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kijito_pull.sandbox.faults import FaultBook
@@ -105,6 +105,16 @@ class Sandbox:
     ) -> int:
         """Store a message exactly as POST /api/send would; returns its id."""
         return self.store.send(to, sender or self.identity, content, urgent=urgent, created=created)
+
+    def late_commit(self) -> tuple[int, Callable[[str, str, str], int]]:
+        """What a database does under concurrent writers: an id is taken now, the message becomes visible
+        later, after higher ids were visible. Returns (id, commit(to, sender, content))."""
+        mid = self.store.reserve_id()
+        return mid, lambda to, sender, content: self.store.send_as(mid, to, sender, content)
+
+    def forget_account(self) -> None:
+        """A server that lost (or restored an old copy of) the account: ids start over below any cursor."""
+        self.store.forget_account()
 
     def add_persona(self, persona: str, memory_count: int = 0) -> None:
         self.store.add_persona(persona, memory_count)

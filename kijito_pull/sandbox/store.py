@@ -85,6 +85,34 @@ class Store:
             self._changed.notify_all()
         return mid
 
+    def reserve_id(self) -> int:
+        """Take the next id without making a message visible (a transaction that commits late)."""
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT INTO messages (persona, sender, content, created) VALUES ('', '', '', '')")
+            mid = int(cur.lastrowid)
+            self._conn.execute("DELETE FROM messages WHERE id = ?", (mid,))
+        return mid
+
+    def send_as(self, mid: int, to: str, sender: str, content: str) -> int:
+        """Make message `mid` (from `reserve_id`) visible now, below ids that were visible before it."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO messages (id, persona, sender, content, created, read, urgent) "
+                "VALUES (?, ?, ?, ?, ?, 0, 0)", (mid, to, sender, content, utc_now_iso()))
+        with self._changed:
+            self._changed.notify_all()
+        return mid
+
+    def forget_account(self) -> None:
+        """A server that lost the account: every message gone, ids start over from 1."""
+        with self._lock:
+            self._conn.execute("DELETE FROM messages")
+            self._conn.execute("DELETE FROM sqlite_sequence WHERE name = 'messages'")
+        with self._changed:
+            self._max_id = 0
+            self._changed.notify_all()
+
     def add_persona(self, persona: str, memory_count: int = 0) -> None:
         with self._lock:
             self._conn.execute(

@@ -246,6 +246,48 @@ def test_first_contact_walk_stops_at_the_cap_and_announces_the_rest(sb, cli):
     assert cli("--once", "--json", "--persona", "P").new_ids == []
 
 
+def test_an_id_that_becomes_visible_late_is_delivered_exactly_once(sb, cli):
+    """A message whose id was taken before a higher one but committed after the higher one was delivered."""
+    _establish_cursor(sb, cli)
+    late_id, commit = sb.late_commit()
+    higher = sb.send(to="P", sender="Q", content="visible first")
+    assert cli("--once", "--json", "--persona", "P").new_ids == [higher]
+    commit("P", "Q", "committed late")
+    result = cli("--once", "--json", "--persona", "P")
+    assert result.code == 0 and result.new_ids == [late_id] and late_id < higher
+    assert cli("--once", "--json", "--persona", "P").new_ids == []
+
+
+def test_a_server_reset_raises_an_alert_and_replays_its_unread_mail_by_default(sb, cli):
+    for i in range(5):
+        sb.send(to="P", sender="Q", content=f"before {i}")
+    assert len(cli("--once", "--json", "--persona", "P").new_ids) == 5
+    sb.forget_account()
+    fresh = [sb.send(to="P", sender="Q", content=f"after reset {i}") for i in range(2)]
+    result = cli("--once", "--json", "--persona", "P")
+    assert result.code == 0 and result.new_ids == fresh  # ids 1 and 2, far below the old cursor
+    [alert] = result.of_kind("alert")
+    assert "start over below the cursor" in alert["reason"] and alert["cursor"] == 5
+    assert cli("--once", "--json", "--persona", "P").new_ids == []
+    newer = sb.send(to="P", sender="Q", content="after the new cursor")
+    assert cli("--once", "--json", "--persona", "P").new_ids == [newer]
+
+
+def test_a_server_reset_with_on_reset_pin_alerts_once_and_moves_nothing(sb, cli):
+    for i in range(3):
+        sb.send(to="P", sender="Q", content=f"before {i}")
+    cli("--once", "--json", "--persona", "P")
+    sb.forget_account()
+    sb.send(to="P", sender="Q", content="after reset")
+    first = cli("--once", "--json", "--persona", "P", "--on-reset", "pin")
+    assert first.code == 1 and first.new_ids == []
+    [alert] = first.of_kind("alert")
+    assert "start over below the cursor" in alert["reason"]
+    again = cli("--once", "--json", "--persona", "P", "--on-reset", "pin")
+    assert again.code == 1 and again.of_kind("alert") == []  # one alert for the pin, not one per pull
+    assert "PINNED" in cli("status").stdout
+
+
 def test_self_echo_is_acknowledged_silently(sb, cli):
     _establish_cursor(sb, cli)
     own = sb.send(to="P", sender="P", content="note to self")

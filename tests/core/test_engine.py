@@ -8,6 +8,7 @@ would hand it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -72,10 +73,12 @@ def kinds(pull):
     return [s["event"] for s in pull.signals]
 
 
-def saved(store) -> CursorState:
+def saved(store, *, recent: bool = False) -> CursorState:
+    """The saved state; without its `recent` list unless asked (tests of the cursor's position compare
+    whole states; tests of late-visible ids look at `recent`)."""
     loaded = store.load()
     assert loaded.corrupt_reason is None
-    return loaded.state
+    return loaded.state if recent else dataclasses.replace(loaded.state, recent={})
 
 
 # -- steady state and acks ----------------------------------------------------------------------------
@@ -372,3 +375,38 @@ def test_per_message_acks_defer_only_the_directory_sync_to_the_end(store, factor
     pull_once(engine(FakeInbox(range(5, 16)), store, factory))
     assert calls == ["file"] * 5 + ["dir"], repr(calls)
     assert saved(store).cursor == 15
+
+
+# -- what servers do: late-visible ids, resets ------------------------------------------------------------
+
+def test_a_late_visible_id_in_the_trailing_window_is_delivered_once(store, factory):
+    source = FakeInbox([1, 2, 4])
+    eng = engine(source, store, factory)
+    assert pull_once(eng)[1] == [1, 2, 4]
+    assert sorted(saved(store, recent=True).recent) == [1, 2, 4]
+    source.add(3)  # taken before 4, visible only now
+    pull, pending = pull_once(eng)
+    assert pending == [3] and saved(store, recent=True).cursor == 4
+    assert pull_once(eng)[1] == []
+
+
+def test_a_late_id_older_than_the_remembered_window_is_not_guessed_at(store, factory, monkeypatch):
+    from kijito_pull.core import engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "RECENT_LIMIT", 2)
+    source = FakeInbox([1, 2, 5, 6])
+    eng = engine(source, store, factory)
+    pull_once(eng)
+    assert sorted(saved(store, recent=True).recent) == [5, 6]  # the bound: the newest RECENT_LIMIT ids
+    source.add(3)
+    assert pull_once(eng)[1] == []  # below the window: documented as out of reach
+
+
+def test_a_deleted_newest_message_is_not_a_reset(store, factory):
+    source = FakeInbox([1, 2, 3])
+    eng = engine(source, store, factory)
+    pull_once(eng)
+    del source.rows[3]
+    pull, pending = pull_once(eng)
+    assert pending == [] and kinds(pull) == [] and not pull.pinned
+    assert saved(store).cursor == 3
