@@ -308,7 +308,10 @@ class Watcher:
             if self.stop.is_set():
                 break
             if isinstance(item, Counts):
-                self.on_counts(item)
+                try:
+                    self.on_counts(item)
+                finally:
+                    item.handled.set()  # the notifier may send its next hold now
             elif isinstance(item, NotifyFailed):
                 self.on_notify_failed(item)
             elif item == PULL_NOW:

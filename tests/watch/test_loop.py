@@ -41,3 +41,61 @@ def test_only_personas_whose_count_rose_are_read_until_the_resync_floor():
     assert pulled == ["a", "b"]  # b skipped three arrivals: the floor reads it anyway
     watcher.on_counts(counts(advanced=False, a=2, b=1))
     assert pulled == ["a", "b"]  # an idle answer (nothing arrived) is not a skip
+
+
+class _FakeNotify:
+    """notify_pending that answers at once with a new cursor each time, recording when it was called."""
+
+    def __init__(self):
+        self.calls: list[float] = []
+        self.called = threading.Event()
+
+    def notify_pending(self, wait=None, cursor=None):
+        import time
+        self.calls.append(time.monotonic())
+        self.called.set()
+        return NotifyResult((PendingCount("p", len(self.calls), 0),), f"c{len(self.calls)}")
+
+
+def test_after_news_the_next_hold_waits_until_the_loop_handled_the_answer():
+    import queue
+    import time
+
+    from kijito_pull.watch.longpoll import LongPoll, Notifier
+    client, out, stop = _FakeNotify(), queue.Queue(), threading.Event()
+    notifier = Notifier(client, LongPoll(50, 60.0), out, stop, handoff_wait=5.0)
+    notifier.start()
+    first = second = third = Counts(NotifyResult((), None), False, False)
+    try:
+        first = out.get(timeout=5)
+        assert isinstance(first, Counts) and first.advanced
+        time.sleep(0.3)  # well past NEWS_SPACING: only the loop's hand-off holds the next request back
+        assert len(client.calls) == 1
+        first.handled.set()
+        second = out.get(timeout=5)
+        assert len(client.calls) == 2 and client.calls[1] - client.calls[0] >= 0.3
+        second.handled.set()
+        third = out.get(timeout=5)  # and so on: the notifier keeps going
+    finally:
+        stop.set()
+        for item in [first, second, third]:
+            item.handled.set()
+        notifier.join(5)
+    assert not notifier.is_alive()
+
+
+def test_a_loop_that_never_answers_delays_the_next_hold_only_by_the_handoff_cap():
+    import queue
+
+    from kijito_pull.watch.longpoll import LongPoll, Notifier
+    client, out, stop = _FakeNotify(), queue.Queue(), threading.Event()
+    notifier = Notifier(client, LongPoll(50, 60.0), out, stop, handoff_wait=0.2)
+    notifier.start()
+    try:
+        out.get(timeout=5)
+        out.get(timeout=5)  # nobody set `handled`: the notifier went on after 0.2 s
+        assert 0.15 <= client.calls[1] - client.calls[0] < 2.0
+    finally:
+        stop.set()
+        notifier.join(5)
+    assert not notifier.is_alive()
