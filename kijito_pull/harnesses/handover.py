@@ -313,7 +313,10 @@ def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: 
     with engine.open(holder=holder) as pull:
         if pull.held:
             markers = {render.ref(engine.persona, m.id): m.id for m in pull.held}
-            pull.confirm(transcript.find(markers))
+            # How far the transcript was read is kept only once the confirmation is saved: a kill between
+            # the two would otherwise make the next look start past the markers and hand it all over again.
+            pull.confirm(transcript.find(markers, keep=False))
+            transcript.keep_reached()
             pull.retake()  # handed over, never shown to the model (a killed hook, a dropped answer): again
         for event in pull.signals:
             sink.signal(event)

@@ -36,6 +36,7 @@ class Transcript:
         self._offset_file = paths.sessions_dir / f"{session_id}.transcript"
         #: exists while this session may hold hand-overs (session/lifecycle.handed_marker names the same file)
         self.handed_marker = paths.sessions_dir / f"{session_id}.handed"
+        self._reached: int | None = None
 
     def _start(self) -> int:
         try:
@@ -62,9 +63,12 @@ class Transcript:
             with contextlib.suppress(OSError):
                 path.unlink()
 
-    def find(self, markers: Mapping[str, int]) -> set[int]:
+    def find(self, markers: Mapping[str, int], *, keep: bool = True) -> set[int]:
         """The ids whose marker (marker -> id) appears in what the transcript gained since the last look.
-        An unreadable or missing transcript confirms nothing (the hand-over is claimed back later)."""
+        An unreadable or missing transcript confirms nothing (the hand-over is claimed back later).
+
+        keep=False: how far it read is kept only by `keep_reached`, which the caller calls once what it
+        found is confirmed durably; a kill before that makes the next look read the same part again."""
         if not markers:
             return set()
         wanted = {m.encode("ascii"): i for m, i in markers.items()}
@@ -92,8 +96,15 @@ class Transcript:
                         found.add(ident)
                 tail = window[-OVERLAP:]
                 position += len(chunk)
-        self._save(position)
+        self._reached = position
+        if keep:
+            self._save(position)
         return found
+
+    def keep_reached(self) -> None:
+        """Keep how far the last `find(..., keep=False)` read."""
+        if self._reached is not None:
+            self._save(self._reached)
 
 
 def transcript_of(data: Mapping[str, object], paths: Paths, session_id: str) -> Transcript | None:

@@ -49,3 +49,27 @@ def test_a_hook_killed_right_after_its_durable_hand_over_leaves_the_mail_to_the_
     two = Session(hooks, "sess-2", tmp_path)
     two.run("claude-session-start", source="clear")
     assert two.shown == mids
+
+
+def test_a_hook_killed_after_reading_the_transcript_does_not_make_the_model_see_its_mail_twice(
+        hooks, sb, tmp_path, monkeypatch):
+    """The next hook of the session reads the transcript (and saves how far it read) before it saves the
+    confirmation. Killed between the two, the confirmation is lost but the offset is kept, so the next look
+    starts past the markers: the whole hand-over the model already had goes out again (seen in
+    scripts/crash_entries.py: 2 kills of claude-session-start each repeated a hand-over of 50 messages)."""
+    establish_cursor(hooks, sb)
+    mids = [sb.send(to=PERSONA, sender="loom", content=f"m{i}") for i in range(3)]
+    s = Session(hooks, "sess-1", tmp_path)
+    s.run("claude-stop")  # completed: the transcript shows all three
+    assert s.shown == mids
+
+    def killed(self, ids):
+        raise Killed
+
+    monkeypatch.setattr(Pull, "confirm", killed)
+    with pytest.raises(Killed):
+        s.run("claude-stop", stop_hook_active=True)
+    monkeypatch.undo()
+    s.run("claude-stop", stop_hook_active=True)
+    assert s.shown == mids  # the model got each message once
+    assert state(hooks)["cursor"] == mids[-1]
