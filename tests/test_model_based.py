@@ -415,7 +415,9 @@ class EngineModel(RuleBasedStateMachine):
         else:
             expected_mode = NORMAL
         assert pull.mode == expected_mode, (pull.mode, loaded)
-        assert (kinds.count("state_corrupt") == 1) == (expected_mode == CORRUPT), kinds
+        # Damage is announced: fail-closed (corrupt), or restored from the last good copy (then nothing at all
+        # may be left behind: the normal invariants below hold).
+        assert (kinds.count("state_corrupt") == 1) == (expected_mode == CORRUPT or loaded.restored is not None), kinds
         assert report.pinned == pull.pinned
 
         # Order within the pull; nothing phantom; nothing self-authored.
@@ -439,7 +441,7 @@ class EngineModel(RuleBasedStateMachine):
             return sink, pull
 
         # Duplicates: only state damage observed since the last delivery may cause one.
-        if pull.mode == CORRUPT:
+        if pull.mode == CORRUPT or loaded.restored is not None:
             self.last_corrupt_pull = seq
             self.since_corrupt = set()
         since_corrupt_before = set(self.since_corrupt)
@@ -505,7 +507,8 @@ class EngineModel(RuleBasedStateMachine):
         if after.state is not None and after.state.cursor is not None:
             skipped = {i for i in self.obligations if i <= after.state.cursor} - set(self.deliveries) - self.exempt
             assert not skipped, f"cursor {after.state.cursor} passed {sorted(skipped)}, never delivered ({pull.mode})"
-            assert set(after.state.delivered_above) <= set(self.deliveries) | self.exempt, after.state
+            own = {i for i, sender in self.sent.items() if sender == PERSONA}  # self-echo: accounted, never delivered
+            assert set(after.state.delivered_above) <= set(self.deliveries) | self.exempt | own, after.state
         return sink, pull
 
     # -- rules: the world ----------------------------------------------------------------------------
@@ -549,7 +552,8 @@ class EngineModel(RuleBasedStateMachine):
     def damage_state(self, kind: str, cut: float, junk: bytes) -> None:
         path = self.store.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        good = self._file_bytes() if self.store.load().state is not None else None
+        loaded = self.store.load()
+        good = self._file_bytes() if loaded.state is not None and loaded.restored is None else None
         doc = json.loads(good) if good else {"schema": SCHEMA, "identity": IDENTITY, "cursor": 0,
                                               "delivered_above": [], "pin": None}
         if kind == "truncate":
@@ -573,7 +577,8 @@ class EngineModel(RuleBasedStateMachine):
         else:  # pin_malformed
             data = json.dumps({**doc, "pin": "yes"}).encode()
         path.write_bytes(data)
-        assert self.store.load().corrupt_reason is not None, data
+        damaged = self.store.load()
+        assert damaged.corrupt_reason is not None or damaged.restored is not None, data
 
     # -- rules: pulls --------------------------------------------------------------------------------
 

@@ -104,6 +104,7 @@ class Pull:
         self._advance()
         self._dirty = False
         self._unsynced = False  # a save whose directory entry is not yet fsynced
+        self._repair = loaded.restored is not None  # rewrite a damaged file even if nothing else changes
 
     @property
     def pinned(self) -> bool:
@@ -178,7 +179,7 @@ class Pull:
 
     def finish(self) -> None:
         """Persist the final position: past everything taken, never past the first message not taken."""
-        if self.mode == NORMAL or self._dirty or self.all_taken:
+        if self.mode == NORMAL or self._dirty or self.all_taken or self._repair:
             self._persist(final=True)
 
     @property
@@ -221,7 +222,8 @@ class Pull:
         if self._peek:
             return
         after = self.state_after()
-        if after != self._before:
+        if after != self._before or self._repair:
+            self._repair = False
             self._engine.store.save(after, sync_dir=final)
             self._before = after
             self._unsynced = not final
@@ -329,6 +331,10 @@ class Engine:
         now = time.time()
         pending, held, blocked = [], [], []
         signals = []
+        if loaded.restored is not None:
+            signals.append(self.factory.signal(
+                "state_corrupt", self.persona, reason=loaded.restored, restored="the last good copy",
+                cursor=state.cursor, consumer=self.consumer))
         for m in candidates:
             entry = entries.get(m.id)
             if entry is not None and entry.holder is not None:

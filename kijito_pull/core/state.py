@@ -67,10 +67,12 @@ class CursorState:
 
 @dataclass(frozen=True)
 class Loaded:
-    """The outcome of reading a state file: exactly one of absent / corrupt / state."""
+    """The outcome of reading a state file: exactly one of absent / corrupt / state. `restored` says why
+    the state came from the last good copy (the file itself was damaged)."""
 
     state: CursorState | None
     corrupt_reason: str | None = None
+    restored: str | None = None
 
     @property
     def absent(self) -> bool:
@@ -119,6 +121,10 @@ class StateStore:
 
     def __init__(self, state_path: Path, lock_path: Path, identity: dict[str, str]):
         self.path = state_path
+        #: The last good copy: every save first keeps the file it replaces here (a hard link), when that
+        #: file is known to be good, so damage to the state file falls back to it (`load`).
+        self.previous = state_path.with_name(state_path.name + ".prev")
+        self._good_on_disk = False
         self.lock_path = lock_path
         self.identity = dict(identity)
 
@@ -128,10 +134,14 @@ class StateStore:
         read through the same careful reader as `load` (never follows a link, never blocks on a FIFO,
         never reads a giant file). StateError when it is unreadable or names no identity."""
         store = cls(state_file, state_file.with_suffix(".lock"), {})
-        try:
-            identity = json.loads(store._read_raw().decode("utf-8")).get("identity")
-        except (OSError, ValueError, AttributeError, RecursionError, StateError):
-            identity = None
+        identity = None
+        for path in (store.path, store.previous):  # a damaged file still names its cursor in the last good copy
+            try:
+                identity = json.loads(store._read_raw(path).decode("utf-8")).get("identity")
+            except (OSError, ValueError, AttributeError, RecursionError, StateError):
+                continue
+            if identity is not None:
+                break
         if not (isinstance(identity, dict) and all(isinstance(identity.get(k), str)
                                                    for k in ("api_base", "persona", "consumer"))):
             raise StateError("unreadable or without identity")
@@ -196,8 +206,20 @@ class StateStore:
     # -- reading -----------------------------------------------------------------------------------
 
     def load(self) -> Loaded:
+        """The state; when the file is damaged (not absent: a removed file is a new start), the last good
+        copy, announced through `Loaded.restored`; else corrupt."""
+        loaded = self._load(self.path)
+        self._good_on_disk = loaded.state is not None
+        if loaded.corrupt_reason is None:
+            return loaded
+        previous = self._load(self.previous)
+        if previous.state is not None:
+            return Loaded(previous.state, None, restored=loaded.corrupt_reason)
+        return loaded
+
+    def _load(self, path: Path) -> Loaded:
         try:
-            raw = self._read_raw()
+            raw = self._read_raw(path)
         except FileNotFoundError:
             return Loaded(None)
         except StateError as exc:
@@ -211,9 +233,9 @@ class StateStore:
         except ValueError as exc:
             return Loaded(None, str(exc))
 
-    def _read_raw(self) -> bytes:
+    def _read_raw(self, path: Path | None = None) -> bytes:
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            fd = os.open(path or self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         except FileNotFoundError:
             raise
         except OSError as exc:
@@ -278,6 +300,20 @@ class StateStore:
 
     # -- writing -----------------------------------------------------------------------------------
 
+    def _keep_previous(self, directory: Path) -> None:
+        """The file about to be replaced becomes the last good copy: linked (no copy, no fsync), then
+        renamed into place, so `previous` is always a whole good state. Best effort: a file system
+        without hard links keeps no copy."""
+        link = directory / f".{self.path.name}.{os.getpid()}.prev.tmp"
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(link)
+            os.link(self.path, link)
+            os.replace(link, self.previous)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(link)
+
     def sync(self) -> None:
         """Make the last save's rename durable (see `save(sync_dir=False)`)."""
         try:
@@ -318,7 +354,10 @@ class StateStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            if self._good_on_disk:
+                self._keep_previous(directory)
             os.replace(tmp, self.path)
+            self._good_on_disk = True
             if sync_dir:
                 _fsync_dir(directory)
         except OSError as exc:

@@ -136,7 +136,45 @@ def test_no_temp_files_are_left(store):
     for i in range(5):
         store.save(CursorState(cursor=i))
     assert leftovers(store.path.parent) == []
-    assert sorted(p.name for p in store.path.parent.iterdir()) == [store.path.name]
+    assert sorted(p.name for p in store.path.parent.iterdir()) == [store.path.name, store.previous.name]
+    assert stat.S_IMODE(os.stat(store.previous).st_mode) == 0o600
+
+
+# -- the last good copy -----------------------------------------------------------------------------------
+
+def test_every_save_keeps_the_state_it_replaces_as_the_last_good_copy(store):
+    store.save(CursorState(cursor=1))
+    store.save(CursorState(cursor=2))
+    assert json.loads(store.previous.read_text())["cursor"] == 1
+    assert store.load().state.cursor == 2
+
+
+@pytest.mark.parametrize("damage", [b"", b"{not json", b'{"schema": 1}', b"\x00" * 40])
+def test_a_damaged_state_file_falls_back_to_the_last_good_copy(store, damage):
+    store.save(CursorState(cursor=1))
+    store.save(CursorState(cursor=2, delivered_above=[5]))
+    store.path.write_bytes(damage)
+    loaded = store.load()
+    assert loaded.state == CursorState(cursor=1) and loaded.corrupt_reason is None
+    assert loaded.restored  # why: what was wrong with the file
+    store.save(CursorState(cursor=3))  # the damaged file is not kept as the "good" copy
+    assert json.loads(store.previous.read_text())["cursor"] == 1
+
+
+def test_a_removed_state_file_is_a_new_start_not_a_restore(store):
+    store.save(CursorState(cursor=1))
+    store.save(CursorState(cursor=2))
+    store.path.unlink()
+    assert store.load().absent
+
+
+def test_both_damaged_is_corrupt(store):
+    store.save(CursorState(cursor=1))
+    store.save(CursorState(cursor=2))
+    store.path.write_text("x")
+    store.previous.write_text("y")
+    loaded = store.load()
+    assert loaded.state is None and loaded.corrupt_reason
 
 
 def test_a_stale_temp_file_from_a_crashed_writer_is_not_a_problem(store):
