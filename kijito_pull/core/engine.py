@@ -97,6 +97,9 @@ class Pull:
         self._late_taken: set[int] = set()
         self._rows = coverage.rows
         self._seen = sorted(coverage.rows)
+        self._recent_base: CursorState | None | bool = False  # what _recent's running copy was built from
+        self._recent_ids: dict[int, str] = {}
+        self._recent_upto = 0
         self._order = sorted(({m.id for m in pending} | {m.id for m in self.held} | set(blocked) | self._acked)
                              - self._late)
         self._next = 0
@@ -105,6 +108,8 @@ class Pull:
         self._dirty = False
         self._unsynced = False  # a save whose directory entry is not yet fsynced
         self._repair = loaded.restored is not None  # rewrite a damaged file even if nothing else changes
+        self._initial = loaded.state  # what the pull started from (the last good copy keeps it)
+        self._saved = False
 
     @property
     def pinned(self) -> bool:
@@ -192,7 +197,7 @@ class Pull:
             above = sorted(set(before.delivered_above) | self._acked)
             pin = before.pin or {"since": _now(), "reason": self.coverage.problem or "gap not proven"}
             return CursorState(cursor=before.cursor, delivered_above=above, pin=pin, pending=dict(self._entries),
-                               recent=self._recent(before, before.cursor))
+                               recent=self._recent(self._initial, before.cursor))
         # The lowest blocking id not acked yet; acked ids below it are all <= the watermark, so only the
         # acked ids not yet passed (`_acked_ahead`) can still belong above it.
         watermark = (self._order[self._next] - 1) if self._next < len(self._order) else self._target
@@ -202,21 +207,35 @@ class Pull:
         above = sorted(i for i in set(prior_above) | self._acked_ahead if i > watermark)
         entries = {i: e for i, e in self._entries.items() if i > watermark}
         return CursorState(cursor=watermark, delivered_above=above, pin=None, pending=entries,
-                           recent=self._recent(before if self.mode == NORMAL else None, watermark))
+                           recent=self._recent(self._initial if self.mode == NORMAL else None, watermark))
 
     def _recent(self, before: CursorState | None, cursor: int | None) -> dict[int, str]:
         """The newest RECENT_LIMIT ids at or below `cursor` accounted for, with their fingerprints: what was
         remembered, the rows this pull saw that the cursor now passes (all delivered, self-echo or
-        announced), the late ids taken."""
+        announced), the late ids taken. Incremental: each save of a long catch-up costs only what the
+        cursor passed since the last one."""
         if cursor is None:
             return {}
-        merged = dict(before.recent) if before is not None else {}
-        passed = self._seen[:bisect.bisect_right(self._seen, cursor)][-RECENT_LIMIT:]
-        for i in [*passed, *self._late_taken]:
-            m = self._rows[i]
-            merged[i] = fingerprint(m.sender, m.created, m.content)
-        keep = sorted(i for i in merged if i <= cursor)[-RECENT_LIMIT:]
-        return {i: merged[i] for i in keep}
+        if self._recent_base is False:  # the first call of this pull: start from what was remembered
+            self._recent_base = before
+            self._recent_ids = dict(before.recent) if before is not None else {}
+        upto = bisect.bisect_right(self._seen, cursor)
+        if upto > self._recent_upto:
+            for i in self._seen[max(self._recent_upto, upto - RECENT_LIMIT):upto]:
+                self._recent_ids[i] = self._fingerprint(i)
+            self._recent_upto = upto
+        for i in self._late_taken - self._recent_ids.keys():
+            self._recent_ids[i] = self._fingerprint(i)
+        if len(self._recent_ids) > RECENT_LIMIT or any(i > cursor for i in self._late_taken):
+            keep = sorted(i for i in self._recent_ids if i <= cursor)[-RECENT_LIMIT:]
+            self._recent_ids = {i: self._recent_ids[i] for i in keep}
+        if self._late_taken:  # a late id lands below others: keep the order the file and `min()` rely on
+            self._recent_ids = dict(sorted(self._recent_ids.items()))
+        return dict(self._recent_ids)
+
+    def _fingerprint(self, ident: int) -> str:
+        m = self._rows[ident]
+        return fingerprint(m.sender, m.created, m.content)
 
     def _persist(self, final: bool) -> None:
         if self._peek:
@@ -224,7 +243,10 @@ class Pull:
         after = self.state_after()
         if after != self._before or self._repair:
             self._repair = False
-            self._engine.store.save(after, sync_dir=final)
+            # The first save of a pull keeps the state the pull started from as the last good copy: one
+            # link per pull, not per message, and damage costs at most one pull's mail again.
+            self._engine.store.save(after, sync_dir=final, keep_previous=not self._saved)
+            self._saved = True
             self._before = after
             self._unsynced = not final
         elif final and self._unsynced:

@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,9 +29,28 @@ MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_DELIVERED_ABOVE = 200_000
 #: How many accounted ids at or below the cursor are remembered, so an id that becomes visible late
 #: (taken before higher ids, committed after they were delivered) is still delivered: docs/delivery.md.
-RECENT_LIMIT = 256
+RECENT_LIMIT = 128
 #: The cursor of an inbox seen empty: below every id, since a new account's first message may be id 0.
 EMPTY_CURSOR = -1
+
+
+_RECENT_ITEM = re.compile(r"(-?\d{1,19}):([0-9a-f]{8})")
+
+
+def _parse_recent(raw: Any, cursor: int | None) -> dict[int, str] | None:
+    """The `recent` string of a state file ("id:fingerprint ..."), or None when it is malformed."""
+    if not isinstance(raw, str):
+        return None
+    items = raw.split()
+    if len(items) > RECENT_LIMIT or (items and cursor is None):
+        return None
+    out: dict[int, str] = {}
+    for item in items:
+        match = _RECENT_ITEM.fullmatch(item)
+        if match is None or int(match.group(1)) > cursor:
+            return None
+        out[int(match.group(1))] = match.group(2)
+    return dict(sorted(out.items()))
 
 
 def fingerprint(sender: str, created: str, content: str) -> str:
@@ -287,16 +307,13 @@ class StateStore:
             raise ValueError("the state file's pin is malformed")
         if cursor is None and data.get("pending"):
             raise ValueError("the state file lists pending hand-overs without a cursor")
-        recent = data.get("recent", {})
-        if not isinstance(recent, dict) or len(recent) > RECENT_LIMIT or not all(
-            isinstance(k, str) and k.lstrip("-").isdigit() and cursor is not None and int(k) <= cursor
-            and isinstance(v, str) and len(v) <= 16 for k, v in recent.items()
-        ):
+        recent = _parse_recent(data.get("recent", ""), cursor)
+        if recent is None:
             raise ValueError("the state file's recent list is malformed")
         return CursorState(cursor=cursor, delivered_above=sorted(set(above)),
                            pin={"since": pin["since"], "reason": pin["reason"]} if pin else None,
                            pending=pending_mod.parse(data.get("pending"), cursor),
-                           recent={int(k): v for k, v in sorted(recent.items(), key=lambda kv: int(kv[0]))})
+                           recent=recent)
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -321,7 +338,7 @@ class StateStore:
         except OSError as exc:
             raise StateError(f"cannot sync state directory {self.path.parent}: {exc.strerror}") from None
 
-    def save(self, state: CursorState, *, sync_dir: bool = True) -> None:
+    def save(self, state: CursorState, *, sync_dir: bool = True, keep_previous: bool = True) -> None:
         """Write atomically: temp file, fsync, rename, then (unless `sync_dir` is False) directory fsync.
 
         The file's data is always fsynced before the rename, so the state is never torn. Skipping the
@@ -335,7 +352,8 @@ class StateStore:
             "delivered_above": state.delivered_above,
             "pin": state.pin,
             **({"pending": pending_mod.dump(state.pending)} if state.pending else {}),
-            **({"recent": {str(k): v for k, v in state.recent.items()}} if state.recent else {}),
+            # One string ("id:fingerprint ..."): a per-message save of a long catch-up encodes it cheaply.
+            **({"recent": " ".join(f"{k}:{v}" for k, v in state.recent.items())} if state.recent else {}),
             "updated": _now(),
             "writer": f"kijito-pull/{__version__}",
         }
@@ -354,7 +372,7 @@ class StateStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            if self._good_on_disk:
+            if keep_previous and self._good_on_disk:
                 self._keep_previous(directory)
             os.replace(tmp, self.path)
             self._good_on_disk = True
