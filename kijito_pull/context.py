@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from kijito_pull.core import config
 from kijito_pull.core.api import DEFAULT_TIMEOUT, KijitoClient
-from kijito_pull.core.engine import REPLAY, RESET_POLICIES, Engine
+from kijito_pull.core.engine import DEFAULT_MAX_ATTEMPTS, REPLAY, RESET_POLICIES, Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.state import StateStore
@@ -38,6 +38,7 @@ class Flags:
     consumer: str | None = None
     timeout: float | None = None
     on_reset: str | None = None
+    max_attempts: int | None = None
 
 
 class Settings:
@@ -97,6 +98,17 @@ class Settings:
             raise config.ConfigError(f"on_reset must be one of {', '.join(RESET_POLICIES)}, not {str(value)[:20]!r}")
         return value
 
+    @functools.cached_property
+    def max_attempts(self) -> int:
+        """Refusals of one message before it is parked (--max-attempts, else the config file's
+        max_attempts, else 10); 0 holds the cursor on it forever."""
+        value = self.flags.max_attempts if self.flags.max_attempts is not None else self.file.get("max_attempts")
+        if value is None:
+            return DEFAULT_MAX_ATTEMPTS
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
+            raise config.ConfigError(f"max_attempts must be a whole number from 0 to 1000, not {str(value)[:20]!r}")
+        return value
+
     @property
     def timeout(self) -> float:
         return self.flags.timeout or DEFAULT_TIMEOUT
@@ -144,6 +156,7 @@ class Context:
         """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...)."""
         config.validate_persona(persona)
         options.setdefault("on_reset", self.settings.on_reset)
+        options.setdefault("max_attempts", self.settings.max_attempts)
         return Engine(self.client, self.store(persona), self.factory, persona=persona,
                       consumer=self.settings.consumer, **options)
 

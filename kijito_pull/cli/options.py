@@ -38,6 +38,13 @@ def add_on_reset(parser: argparse.ArgumentParser) -> None:
                              "the cursor and alert; both raise an alert (config file: on_reset)")
 
 
+def add_max_attempts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-attempts", type=non_negative_int, default=None, metavar="N",
+                        help="park a message the consumer refused N times (an alert; the cursor moves on, "
+                             "`kijito-pull parked` lists it, `--retry ID` hands it over again); default 10, "
+                             "0 = hold the cursor on it forever (config file: max_attempts)")
+
+
 def add_consumer(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consumer", metavar="NAME", default=None,
                         help=f"consumer group owning the cursor (default {config.DEFAULT_CONSUMER!r}; the hooks, "
@@ -71,7 +78,7 @@ def flags(args: argparse.Namespace) -> Flags:
     return Flags(api_base=getattr(args, "api_base", None), token_file=getattr(args, "token_file", None),
                  auth_header=getattr(args, "auth_header", None), personas=personas,
                  consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None),
-                 on_reset=getattr(args, "on_reset", None))
+                 on_reset=getattr(args, "on_reset", None), max_attempts=getattr(args, "max_attempts", None))
 
 
 def settings(args: argparse.Namespace, env: Environment) -> Settings:

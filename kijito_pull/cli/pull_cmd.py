@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_personas(parser)
     options.add_consumer(parser)
     options.add_on_reset(parser)
+    options.add_max_attempts(parser)
     parser.add_argument("--max-replay", type=options.non_negative_int, default=DEFAULT_MAX_REPLAY, metavar="N",
                         help=f"on first contact, deliver at most N visible unread messages "
                              f"(default {DEFAULT_MAX_REPLAY}); the rest are announced, never silent")

@@ -49,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="re-read the persona directory this often (default 600)")
     options.add_consumer(p)
     options.add_on_reset(p)
+    options.add_max_attempts(p)
 
     poll = p.add_argument_group("polling")
     poll.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",

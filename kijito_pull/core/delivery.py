@@ -29,6 +29,7 @@ class PullReport:
     problem: str | None = None
     hidden_unread: bool | None = None  # the newest page's claim about unread mail outside the window
     waiting: int = 0  # unseen mail a batch sink had no room for: it goes out with the next hand-over
+    parked: list[int] = field(default_factory=list)  # refused too often: parked, announced, passed
 
     @property
     def ok(self) -> bool:
@@ -58,8 +59,13 @@ def pull_through(engine: Engine, factory: EventFactory, sink: Sink, *, peek: boo
         else:
             for event, message in zip(events, pull.pending):
                 if not sink.deliver(event, message):
-                    report.refused = message.id
-                    break
+                    parked = pull.refuse(message) if sink.parks else None
+                    if parked is None:
+                        report.refused = message.id  # held: the consumer never sees N+1 before N
+                        break
+                    sink.signal(parked)  # poison mail: parked, announced, and the mail behind it flows
+                    report.parked.append(message.id)
+                    continue
                 pull.ack(message)
                 report.delivered.append(message.id)
         report.pinned = pull.pinned

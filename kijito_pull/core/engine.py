@@ -25,6 +25,7 @@ from kijito_pull.core.state import EMPTY_CURSOR, RECENT_LIMIT, CursorState, Load
 DEFAULT_MAX_REPLAY = 50
 DEFAULT_PAGE_BUDGET = 1000
 DEFAULT_LOCK_TIMEOUT = 5.0
+DEFAULT_MAX_ATTEMPTS = 10  # refusals (or unconfirmed hand-overs) before a message is parked
 
 #: What a pull does when the server's ids start over below the cursor (docs/delivery.md, "Server resets").
 REPLAY = "replay"  # deliver the visible unread mail as on first contact and start the cursor again
@@ -71,7 +72,7 @@ class Pull:
                  signals: list[dict], mode: str, pending: list[Message], target: int, peek: bool, *,
                  held: Iterable[Message] = (), blocked: Iterable[int] = (), accounted: Iterable[int] = (),
                  entries: dict[int, pending_mod.Entry] | None = None, holder: Holder | None = None,
-                 late: Iterable[int] = ()):
+                 late: Iterable[int] = (), parked: dict[int, dict[str, Any]] | None = None):
         self.persona = engine.persona
         self.consumer = engine.consumer
         self.mode = mode
@@ -110,6 +111,9 @@ class Pull:
         self._repair = loaded.restored is not None  # rewrite a damaged file even if nothing else changes
         self._initial = loaded.state  # what the pull started from (the last good copy keeps it)
         self._saved = False
+        keep = loaded.state if mode == NORMAL and loaded.state is not None else CursorState()
+        self._failures = dict(keep.failures)
+        self._parked = dict(parked if parked is not None else keep.parked)
 
     @property
     def pinned(self) -> bool:
@@ -127,6 +131,8 @@ class Pull:
         ids = {m.id for m in messages}
         for i in ids:
             self._entries.pop(i, None)
+            self._failures.pop(i, None)
+            self._parked.pop(i, None)  # a parked message handed over again (`parked --retry`)
         self._late_taken |= ids & self._late
         ids -= self._late
         self._acked |= ids
@@ -139,6 +145,29 @@ class Pull:
         while self._next < len(self._order) and self._order[self._next] in self._acked:
             self._acked_ahead.discard(self._order[self._next])
             self._next += 1
+
+    def refuse(self, message: Message, reason: str = "the consumer did not take it") -> dict | None:
+        """The consumer refused `message` once more. At the limit (Engine.max_attempts; 0 = never) it is
+        parked: announced by the returned alert, accounted for so the cursor moves on and later mail
+        flows, and listed by `kijito-pull parked` until `--retry`. Else None: it holds the cursor."""
+        count = self._failures.get(message.id, 0) + 1
+        limit = self._engine.max_attempts
+        self._dirty = True
+        if not limit or count < limit:
+            self._failures[message.id] = count
+            self._persist(final=False)
+            return None
+        self._failures.pop(message.id, None)
+        self._parked[message.id] = {"since": _now(), "attempts": count, "retry": False, "reason": reason[:200]}
+        self._acked.add(message.id)
+        self._acked_ahead.add(message.id)
+        self._advance()
+        self._persist(final=False)
+        return self._engine.factory.signal(
+            "alert", self.persona, id=message.id, attempts=count, consumer=self.consumer,
+            reason=f"message {message.id} was refused {count} times ({reason[:200]}); it is parked so later mail "
+                   f"flows: `kijito-pull parked` lists it, `kijito-pull parked --retry {message.id}` hands it over "
+                   f"again")
 
     # -- hand-overs to an agent session (a Holder) -------------------------------------------------------
 
@@ -197,7 +226,8 @@ class Pull:
             above = sorted(set(before.delivered_above) | self._acked)
             pin = before.pin or {"since": _now(), "reason": self.coverage.problem or "gap not proven"}
             return CursorState(cursor=before.cursor, delivered_above=above, pin=pin, pending=dict(self._entries),
-                               recent=self._recent(self._initial, before.cursor))
+                               recent=self._recent(self._initial, before.cursor), failures=dict(self._failures),
+                               parked=dict(self._parked))
         # The lowest blocking id not acked yet; acked ids below it are all <= the watermark, so only the
         # acked ids not yet passed (`_acked_ahead`) can still belong above it.
         watermark = (self._order[self._next] - 1) if self._next < len(self._order) else self._target
@@ -207,7 +237,9 @@ class Pull:
         above = sorted(i for i in set(prior_above) | self._acked_ahead if i > watermark)
         entries = {i: e for i, e in self._entries.items() if i > watermark}
         return CursorState(cursor=watermark, delivered_above=above, pin=None, pending=entries,
-                           recent=self._recent(self._initial if self.mode == NORMAL else None, watermark))
+                           recent=self._recent(self._initial if self.mode == NORMAL else None, watermark),
+                           failures={i: n for i, n in self._failures.items() if i > watermark
+                                     or i in self._late}, parked=dict(self._parked))
 
     def _recent(self, before: CursorState | None, cursor: int | None) -> dict[int, str]:
         """The newest RECENT_LIMIT ids at or below `cursor` accounted for, with their fingerprints: what was
@@ -260,7 +292,8 @@ class Engine:
                  page_budget: int = DEFAULT_PAGE_BUDGET, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                  suppress_authors: Iterable[str] = (), progress: Callable[[int, int], None] | None = None,
                  holder_alive: pending_mod.Liveness | None = pending_mod.process_alive,
-                 max_handovers: int = pending_mod.DEFAULT_MAX_HANDOVERS, on_reset: str = "replay"):
+                 max_handovers: int = pending_mod.DEFAULT_MAX_HANDOVERS, on_reset: str = "replay",
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS):
         self.client = client
         self.store = store
         self.factory = signals
@@ -277,6 +310,7 @@ class Engine:
         if on_reset not in RESET_POLICIES:
             raise ValueError(f"on_reset must be one of {', '.join(RESET_POLICIES)}")
         self.on_reset = on_reset
+        self.max_attempts = max_attempts  # refusals before a message is parked; 0: hold the cursor forever
 
     @contextlib.contextmanager
     def open(self, peek: bool = False, holder: Holder | None = None) -> Iterator[Pull]:
@@ -345,10 +379,13 @@ class Engine:
         recent = state.recent
         floor = min(recent) if recent else state.cursor
         late = [m for m in newest.messages if floor < m.id <= state.cursor and m.id not in recent]
+        parked = dict(state.parked)
+        late += self._retries(parked, newest, {m.id for m in late})  # `kijito-pull parked --retry ID`
         coverage.rows.update((m.id, m) for m in late)  # remembered once taken (self-echo: at once)
-        candidates = [*(m for m in late if m.sender not in self.suppressed),
+        candidates = [*(m for m in sorted(late, key=lambda m: m.id) if m.sender not in self.suppressed),
                       *(m for i, m in sorted(coverage.rows.items())
-                        if i > state.cursor and m.id not in delivered and m.sender not in self.suppressed)]
+                        if i > state.cursor and m.id not in delivered and m.sender not in self.suppressed
+                        and m.id not in parked)]
         entries = dict(state.pending)
         now = time.time()
         pending, held, blocked = [], [], []
@@ -367,6 +404,15 @@ class Engine:
                     blocked.append(m.id)  # another session has it: not handed over twice, not passed
                     continue
                 entries[m.id] = entry.released()  # its holder is gone or late: claimed back
+                if self.max_attempts and entry.count >= self.max_attempts:
+                    entries.pop(m.id)  # poison for every session: parked, so later mail flows
+                    parked[m.id] = {"since": _now(), "attempts": entry.count, "retry": False,
+                                    "reason": f"handed over {entry.count} times, never confirmed"}
+                    signals.append(self.factory.signal(
+                        "alert", self.persona, id=m.id, handovers=entry.count, consumer=self.consumer,
+                        reason=f"message {m.id} was handed over {entry.count} times and no session confirmed "
+                               f"it; it is parked so later mail flows (`kijito-pull parked --retry {m.id}`)"))
+                    continue
                 if entry.count >= self.max_handovers:
                     signals.append(self.factory.signal(
                         "alert", self.persona, id=m.id, handovers=entry.count, consumer=self.consumer,
@@ -383,7 +429,29 @@ class Engine:
                 "recovered", self.persona, reason="the gap above the cursor is covered; pin released",
                 cursor=state.cursor, consumer=self.consumer))
         return Pull(self, loaded, newest, coverage, signals, NORMAL, pending, target, peek,
-                    held=held, blocked=blocked, entries=entries, holder=holder, late=[m.id for m in late])
+                    held=held, blocked=blocked, entries=entries, holder=holder, late=[m.id for m in late],
+                    parked=parked)
+
+    def _retries(self, parked: dict[int, dict[str, Any]], newest: InboxPage, known: set[int]) -> list[Message]:
+        """Parked messages someone asked to hand over again, fetched one by one (they lie below the cursor,
+        often below the newest window). One that is gone from the server stays listed, with a note."""
+        out = []
+        visible = {m.id: m for m in newest.messages}
+        for ident, record in parked.items():
+            if not record.get("retry") or ident in known:
+                continue
+            message = visible.get(ident)
+            if message is None:
+                try:
+                    page = self.client.inbox(self.persona, before_id=ident + 1, limit=1)
+                except ApiError:
+                    continue  # tried again next pull
+                message = next((m for m in page.messages if m.id == ident), None)
+            if message is None:
+                parked[ident] = {**record, "retry": False, "reason": "asked to retry, but it is gone from the server"}
+                continue
+            out.append(message)
+        return out
 
     def _reset_seen(self, state: CursorState, newest: InboxPage) -> str | None:
         """Why the newest page shows a server whose ids started over below this cursor, or None.

@@ -27,6 +27,10 @@ class Sink:
     #: it was written (the pi child): the mail is then a pending hand-over for this holder, and the
     #: cursor's lock is not held while `deliver` waits (core/delivery.py).
     holder: Holder | None = None
+    #: A consumer that can refuse one message while taking others (an `--exec` command, an events file):
+    #: a message it refuses `max_attempts` times is parked so later mail flows (Pull.refuse). A stream
+    #: whose reader went away refuses everything alike, so stdout never parks.
+    parks = False
 
     def signal(self, event: dict) -> None:
         """Diagnostics (alert, state_corrupt, ...): best effort, they never gate the cursor."""

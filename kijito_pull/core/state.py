@@ -53,6 +53,37 @@ def _parse_recent(raw: Any, cursor: int | None) -> dict[int, str] | None:
     return dict(sorted(out.items()))
 
 
+MAX_PARKED = 10_000
+
+
+def _is_id(key: Any) -> bool:
+    return isinstance(key, str) and key.lstrip("-").isdigit() and len(key) <= 20
+
+
+def _parse_failures(raw: Any) -> dict[int, int]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or len(raw) > MAX_PARKED or not all(
+            _is_id(k) and isinstance(v, int) and not isinstance(v, bool) and v > 0 for k, v in raw.items()):
+        raise ValueError("the state file's failure counts are malformed")
+    return {int(k): v for k, v in sorted(raw.items(), key=lambda kv: int(kv[0]))}
+
+
+def _parse_parked(raw: Any) -> dict[int, dict[str, Any]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or len(raw) > MAX_PARKED:
+        raise ValueError("the state file's parked mail is malformed")
+    out = {}
+    for k, v in raw.items():
+        if not (_is_id(k) and isinstance(v, dict) and isinstance(v.get("since"), str)
+                and isinstance(v.get("attempts"), int) and isinstance(v.get("retry", False), bool)):
+            raise ValueError("the state file's parked mail is malformed")
+        out[int(k)] = {"since": v["since"], "attempts": v["attempts"], "retry": v.get("retry", False),
+                       **({"reason": v["reason"]} if isinstance(v.get("reason"), str) else {})}
+    return dict(sorted(out.items()))
+
+
 def fingerprint(sender: str, created: str, content: str) -> str:
     """A short digest of who sent a message, when, and how it begins (a server clips only the end of a
     body): a reused id carries another one."""
@@ -83,6 +114,10 @@ class CursorState:
     #: oldest of them and the cursor that is not here came late; visible ids that all differ from these
     #: show a server whose ids started over
     recent: dict[int, str] = field(default_factory=dict)
+    #: how many times the consumer refused each message not yet taken (poison mail is parked at a limit)
+    failures: dict[int, int] = field(default_factory=dict)
+    #: parked mail: refused too often, announced, the cursor moved on; {"since", "attempts", "retry"}
+    parked: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -313,7 +348,8 @@ class StateStore:
         return CursorState(cursor=cursor, delivered_above=sorted(set(above)),
                            pin={"since": pin["since"], "reason": pin["reason"]} if pin else None,
                            pending=pending_mod.parse(data.get("pending"), cursor),
-                           recent=recent)
+                           recent=recent, failures=_parse_failures(data.get("failures")),
+                           parked=_parse_parked(data.get("parked")))
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -354,6 +390,8 @@ class StateStore:
             **({"pending": pending_mod.dump(state.pending)} if state.pending else {}),
             # One string ("id:fingerprint ..."): a per-message save of a long catch-up encodes it cheaply.
             **({"recent": " ".join(f"{k}:{v}" for k, v in state.recent.items())} if state.recent else {}),
+            **({"failures": {str(k): v for k, v in state.failures.items()}} if state.failures else {}),
+            **({"parked": {str(k): v for k, v in state.parked.items()}} if state.parked else {}),
             "updated": _now(),
             "writer": f"kijito-pull/{__version__}",
         }

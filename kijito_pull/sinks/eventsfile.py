@@ -280,6 +280,8 @@ def template_path(template: str, persona: str) -> Path:
 class EventsFileSink(Sink):
     """Events as NDJSON lines in one file per `path_for(persona)`; delivered means durable."""
 
+    parks = True  # a line that can never be written (one persona's file): parked, docs/delivery.md
+
     def __init__(self, path_for: Callable[[str], Path], max_bytes: int = 5_000_000, keep: int = 5):
         self.path_for = path_for
         self.max_bytes = max_bytes

@@ -34,6 +34,8 @@ def _flat(value: object) -> str:
 
 
 class ExecSink(Sink):
+    parks = True  # a command that keeps failing on one message: parked (docs/delivery.md, "Poison mail")
+
     def __init__(self, command: str, base_env: Mapping[str, str], timeout: float = 10.0,
                  stderr: IO[str] = sys.stderr):
         self.command = command

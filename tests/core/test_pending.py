@@ -149,3 +149,16 @@ def test_first_contact_accounts_for_read_mail_it_passes(store, factory):
 def test_pending_parser_rejects_malformed_entries(raw):
     with pytest.raises(ValueError):
         pending.parse(raw, 10)
+
+
+def test_a_hand_over_no_session_ever_confirms_is_parked_at_max_attempts_and_later_mail_flows(store, factory):
+    store.save(CursorState(cursor=10))
+    eng = engine(FakeInbox([11, 12]), store, factory, max_attempts=3, holder_alive=lambda e: False)
+    for n in range(3):
+        assert hand(eng, Holder(f"claude:s{n}"), 1) == [11]
+    with eng.open(holder=Holder("claude:s3")) as pull:
+        assert [m.id for m in pull.pending] == [12]  # 11 is parked: the mail behind it flows
+        assert any("parked" in s["reason"] for s in pull.signals if s["event"] == "alert")
+        pull.hand_over(pull.pending)
+    state = store.load().state
+    assert state.cursor == 11 and state.parked[11]["attempts"] == 3 and 11 not in state.pending

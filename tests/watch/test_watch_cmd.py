@@ -164,6 +164,63 @@ def test_exec_consumer_failing_gets_the_same_message_again(sb, cli, watches, tmp
     assert len(log.read_text().splitlines()) == 2  # acknowledged by exit 0: not delivered a third time
 
 
+def test_poison_mail_is_parked_after_max_attempts_and_the_mail_behind_it_flows(sb, cli, watches, tmp_path):
+    log = tmp_path / "exec.log"
+    cured = tmp_path / "cured"
+    script = tmp_path / "consumer.sh"
+    script.write_text(
+        '#!/bin/sh\n'
+        f'echo "$KIJITOMON_EVENT $KIJITOMON_ID $KIJITOMON_CONTENT$KIJITOMON_REASON" >> {log}\n'
+        f'case "$KIJITOMON_CONTENT" in poison*) [ -e {cured} ] ;; *) exit 0 ;; esac\n')
+    script.chmod(0o755)
+    poison = sb.send(to="P", sender="Q", content="poison: this consumer cannot take me")
+    behind = sb.send(to="P", sender="Q", content="fine: the mail behind it")
+    start(watches, cli, "--persona", "P", "--emit", "exec-per-event", "--exec", str(script), "--max-attempts", "3")
+
+    def lines() -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and f"new {behind} fine: the mail behind it" not in lines():
+        time.sleep(0.1)
+    assert lines().count(f"new {poison} poison: this consumer cannot take me") == 3  # refused 3 times, then parked
+    assert f"new {behind} fine: the mail behind it" in lines()
+    assert any(line.startswith("alert ") and "parked" in line for line in lines())
+    [row] = [json.loads(line) for line in cli("parked", "--json").stdout.splitlines()]
+    assert (row["persona"], row["id"], row["attempts"], row["retry"]) == ("P", poison, 3, False)
+    assert f"message {poison} parked" in cli("parked").stdout
+    cured.touch()
+    assert cli("parked", "--retry", str(poison), "--persona", "P", "--consumer", "agent").code == 0
+    sb.send(to="P", sender="Q", content="fine: a wake-up for the watch")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and lines().count(f"new {poison} poison: this consumer cannot take me") < 4:
+        time.sleep(0.1)
+    assert lines().count(f"new {poison} poison: this consumer cannot take me") == 4  # handed over again, taken
+    time.sleep(0.5)
+    assert cli("parked", "--json").stdout == ""
+
+
+def test_max_attempts_0_holds_the_cursor_on_poison_mail_as_before(sb, cli, watches, tmp_path):
+    log = tmp_path / "exec.log"
+    script = tmp_path / "consumer.sh"
+    script.write_text(f'#!/bin/sh\necho "$KIJITOMON_EVENT $KIJITOMON_ID" >> {log}\n'
+                      '[ "$KIJITOMON_EVENT" != new ] || [ "$KIJITOMON_CONTENT" != poison ]\n')
+    script.chmod(0o755)
+    poison = sb.send(to="P", sender="Q", content="poison")
+    behind = sb.send(to="P", sender="Q", content="fine")
+    start(watches, cli, "--persona", "P", "--emit", "exec-per-event", "--exec", str(script), "--max-attempts", "0")
+    time.sleep(5)
+    text = log.read_text()
+    assert text.count(f"new {poison}") >= 3 and f"new {behind}" not in text
+    assert cli("parked", "--json").stdout == ""
+
+
+def test_parked_retry_of_a_message_that_is_not_parked_says_so(sb, cli):
+    result = cli("parked", "--retry", "99", "--persona", "P")
+    assert result.code == 1 and "not parked" in result.stderr
+    assert cli("parked", "--retry", "99").code == 2  # which cursor? a persona is needed
+
+
 def test_events_file_rotation_under_tail_loses_no_line(sb, cli, watches, tmp_path):
     events = tmp_path / "events.ndjson"
     w = start(watches, cli, "--persona", "P", "--events-file", str(events), "--max-bytes", "3000", "--keep-logs", "50")
