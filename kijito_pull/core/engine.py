@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import datetime
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -256,13 +257,15 @@ class Pull:
             for i in self._seen[max(self._recent_upto, upto - RECENT_LIMIT):upto]:
                 self._recent_ids[i] = self._fingerprint(i)
             self._recent_upto = upto
-        for i in self._late_taken - self._recent_ids.keys():
-            self._recent_ids[i] = self._fingerprint(i)
-        if len(self._recent_ids) > RECENT_LIMIT or any(i > cursor for i in self._late_taken):
-            keep = sorted(i for i in self._recent_ids if i <= cursor)[-RECENT_LIMIT:]
+        if self._late_taken - self._recent_ids.keys() or any(i > cursor for i in self._late_taken):
+            # A late id lands below others (rare): rebuild in id order, the order the file and min() rely on.
+            for i in self._late_taken - self._recent_ids.keys():
+                self._recent_ids[i] = self._fingerprint(i)
+            keep = sorted(i for i in self._recent_ids if i <= cursor)
             self._recent_ids = {i: self._recent_ids[i] for i in keep}
-        if self._late_taken:  # a late id lands below others: keep the order the file and `min()` rely on
-            self._recent_ids = dict(sorted(self._recent_ids.items()))
+        # Ids come in increasing order, so the oldest are first: drop from the front (no sort, no scan).
+        for i in list(itertools.islice(self._recent_ids, max(0, len(self._recent_ids) - RECENT_LIMIT))):
+            del self._recent_ids[i]
         return dict(self._recent_ids)
 
     def _fingerprint(self, ident: int) -> str:

@@ -390,7 +390,8 @@ class StateStore:
             "pin": state.pin,
             **({"pending": pending_mod.dump(state.pending)} if state.pending else {}),
             # One string ("id:fingerprint ..."): a per-message save of a long catch-up encodes it cheaply.
-            **({"recent": " ".join(f"{k}:{v}" for k, v in state.recent.items())} if state.recent else {}),
+            **({"recent": " ".join(map(":".join, zip(map(str, state.recent), state.recent.values())))}
+               if state.recent else {}),
             **({"failures": {str(k): v for k, v in state.failures.items()}} if state.failures else {}),
             **({"parked": {str(k): v for k, v in state.parked.items()}} if state.parked else {}),
             "updated": _now(),
