@@ -134,13 +134,17 @@ class Pull:
             self._entries.pop(i, None)
             self._failures.pop(i, None)
             self._parked.pop(i, None)  # a parked message handed over again (`parked --retry`)
+        taken = set(ids)
         self._late_taken |= ids & self._late
         ids -= self._late
         self._acked |= ids
         self._acked_ahead |= ids
         self._advance()
         self._dirty = True
-        self._persist(final=False)
+        # Durable before the next message is handed over: one journal record in an ordinary pull (the final
+        # save folds the journal in), else a save of the whole state.
+        if self._peek or self.mode != NORMAL or not self._engine.store.journal_acks(sorted(taken)):
+            self._persist(final=False)
 
     def _advance(self) -> None:
         while self._next < len(self._order) and self._order[self._next] in self._acked:
@@ -216,6 +220,7 @@ class Pull:
         """Persist the final position: past everything taken, never past the first message not taken."""
         if self.mode == NORMAL or self._dirty or self.all_taken or self._repair:
             self._persist(final=True)
+        self._engine.store.close_journal()
 
     @property
     def all_taken(self) -> bool:
@@ -281,6 +286,7 @@ class Pull:
             # The first save of a pull keeps the state the pull started from as the last good copy: one
             # link per pull, not per message, and damage costs at most one pull's mail again.
             self._engine.store.save(after, sync_dir=final, keep_previous=not self._saved)
+            self._engine.store.close_journal()  # the save holds every journaled ack
             self._saved = True
             self._before = after
             self._unsynced = not final

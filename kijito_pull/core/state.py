@@ -7,6 +7,7 @@ with absent: the engine fails closed on it (re-delivers what is visible) instead
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import errno
 import fcntl
@@ -15,7 +16,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,14 @@ class StateStore:
         #: file is known to be good, so damage to the state file falls back to it (`load`).
         self.previous = state_path.with_name(state_path.name + ".prev")
         self._good_on_disk = False
+        #: The ack journal: within one pull, each acknowledgement is one small record appended and
+        #: fdatasynced here (a few times cheaper than rewriting the state file per message); the pull's
+        #: final save folds them in and the journal is dropped. `load` replays a journal left by a kill.
+        self.journal = state_path.with_name(state_path.name + ".journal")
+        self._generation: str | None = None  # the `updated` stamp of the state file last read or written
+        self._journal_fd: int | None = None
+        self._journal_at = 0
+        self._journal_room = 0
         self.lock_path = lock_path
         self.identity = dict(identity)
 
@@ -267,11 +276,88 @@ class StateStore:
         loaded = self._load(self.path)
         self._good_on_disk = loaded.state is not None
         if loaded.corrupt_reason is None:
-            return loaded
+            return self._replay(loaded)
         previous = self._load(self.previous)
         if previous.state is not None:
-            return Loaded(previous.state, None, restored=loaded.corrupt_reason)
+            return self._replay(Loaded(previous.state, None, restored=loaded.corrupt_reason))
         return loaded
+
+    def _replay(self, loaded: Loaded) -> Loaded:
+        """Fold in the acks a killed pull journaled against exactly this state (same `updated` stamp): each
+        is a fact ("delivered"), so it joins `delivered_above`; the next pull moves the cursor past it."""
+        state = loaded.state
+        if state is None or state.cursor is None or self._generation is None:
+            return loaded
+        try:
+            with open(self.journal, "rb") as handle:
+                raw = handle.read(MAX_STATE_BYTES)
+        except OSError:
+            return loaded
+        head, _, body = raw.partition(b"\n")
+        if head != f"journal {self._generation}".encode():
+            return loaded  # from an older state, already folded into this one by its final save
+        acked = set()
+        for line in body.split(b"\n"):
+            if not line.strip(b"\0") or not line.isdigit():
+                break  # the preallocated zeros after the last record, or a torn one
+            acked.add(int(line))
+        acked = {i for i in acked if i > state.cursor}
+        if not acked:
+            return loaded
+        return Loaded(dataclasses.replace(
+            state, delivered_above=sorted(set(state.delivered_above) | acked),
+            pending={i: e for i, e in state.pending.items() if i not in acked},
+            failures={i: n for i, n in state.failures.items() if i not in acked}),
+            loaded.corrupt_reason, loaded.restored)
+
+    # -- the ack journal -------------------------------------------------------------------------------
+
+    _JOURNAL_CHUNK = 64 * 1024
+
+    def journal_acks(self, ids: Iterable[int]) -> bool:
+        """Record acks durably in the journal (opened on first use against the state on disk). False when
+        there is no state on disk to journal against: the caller saves the state instead."""
+        if self._journal_fd is None:
+            if self._generation is None or not self._good_on_disk:
+                return False
+            try:
+                self._open_journal()
+            except OSError:
+                return False
+        record = "".join(f"{i}\n" for i in ids).encode("ascii")
+        try:
+            if self._journal_at + len(record) > self._journal_room:
+                self._journal_room += max(self._JOURNAL_CHUNK, len(record))
+                os.posix_fallocate(self._journal_fd, 0, self._journal_room)
+            os.pwrite(self._journal_fd, record, self._journal_at)
+            os.fdatasync(self._journal_fd)
+        except OSError as exc:
+            raise StateError(f"cannot write the ack journal {self.journal}: {exc.strerror}") from None
+        self._journal_at += len(record)
+        return True
+
+    def _open_journal(self) -> None:
+        fd = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            header = f"journal {self._generation}\n".encode("ascii")
+            os.posix_fallocate(fd, 0, self._JOURNAL_CHUNK)
+            os.pwrite(fd, header, 0)
+            os.fdatasync(fd)
+            _fsync_dir(self.journal.parent)  # the journal's own entry is durable before it is relied on
+        except BaseException:
+            os.close(fd)
+            raise
+        self._journal_fd, self._journal_at, self._journal_room = fd, len(header), self._JOURNAL_CHUNK
+
+    def close_journal(self) -> None:
+        """After a save that holds every journaled ack: the journal is obsolete (its stamp no longer
+        matches the state file), so it is closed and removed; a removal lost to a crash is harmless."""
+        if self._journal_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._journal_fd)
+            self._journal_fd = None
+            with contextlib.suppress(OSError):
+                os.unlink(self.journal)
 
     def _load(self, path: Path) -> Loaded:
         try:
@@ -285,9 +371,12 @@ class StateStore:
         except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: absurdly deep nesting
             return Loaded(None, "the state file is not valid JSON (truncated or overwritten?)")
         try:
-            return Loaded(self._validate(data))
+            loaded = Loaded(self._validate(data))
         except ValueError as exc:
             return Loaded(None, str(exc))
+        updated = data.get("updated")
+        self._generation = updated if isinstance(updated, str) and len(updated) < 64 else None
+        return loaded
 
     def _read_raw(self, path: Path | None = None) -> bytes:
         try:
@@ -394,7 +483,7 @@ class StateStore:
                if state.recent else {}),
             **({"failures": {str(k): v for k, v in state.failures.items()}} if state.failures else {}),
             **({"parked": {str(k): v for k, v in state.parked.items()}} if state.parked else {}),
-            "updated": _now(),
+            "updated": (generation := _now()),
             "writer": f"kijito-pull/{__version__}",
         }
         payload = (json.dumps(document) + "\n").encode("utf-8")
@@ -416,6 +505,7 @@ class StateStore:
                 self._keep_previous(directory)
             os.replace(tmp, self.path)
             self._good_on_disk = True
+            self._generation = generation
             if sync_dir:
                 _fsync_dir(directory)
         except OSError as exc:

@@ -15,7 +15,7 @@ import pytest
 
 from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine
 from kijito_pull.core.models import ApiError, parse_inbox
-from kijito_pull.core.state import CursorState
+from kijito_pull.core.state import CursorState, StateStore
 
 PERSONA = "testbot"
 IDENTITY = {"api_base": "https://api.kijito.test", "persona": PERSONA, "consumer": "agent"}
@@ -126,8 +126,23 @@ def test_each_ack_is_durable_before_the_next_message(store, factory):
     with eng.open() as pull:
         for m in pull.pending:
             pull.ack(m)
-            seen.append(store.load().state.cursor)
-    assert seen == [11, 12, 13]
+            # What another process (or this one after a kill -9) reads now: the file plus its ack journal.
+            after_a_kill = StateStore(store.path, store.lock_path, store.identity).load().state
+            seen.append(sorted(i for i in (11, 12, 13)
+                               if i <= after_a_kill.cursor or i in after_a_kill.delivered_above))
+    assert seen == [[11], [11, 12], [11, 12, 13]]
+    assert store.load().state.cursor == 13 and not store.journal.exists()  # folded in by the final save
+
+
+def test_a_journal_from_an_older_state_is_not_replayed(store, factory):
+    store.save(CursorState(cursor=10))
+    store.load()
+    assert store.journal_acks([11, 12])
+    store.close_journal()
+    stale = store.path.with_name("stale")
+    stale.write_bytes(b"journal 2000-01-01T00:00:00+00:00\n11\n12\n")
+    stale.rename(store.journal)
+    assert store.load().state == CursorState(cursor=10)  # a journal of another state stamp: ignored
 
 
 def test_own_mail_is_acknowledged_silently(store, factory):
@@ -363,18 +378,21 @@ def test_an_empty_inbox_is_recorded_below_id_zero(store, factory):
     assert saved(store).cursor == 1
 
 
-def test_per_message_acks_defer_only_the_directory_sync_to_the_end(store, factory, monkeypatch):
-    """Each ack's file data is fsynced before its rename; the directory entry is synced once, at the end."""
+def test_each_ack_is_one_journal_record_synced_and_the_state_is_written_once(store, factory, monkeypatch):
+    """Each ack is durable before the next message (one record appended to the ack journal and
+    fdatasynced; the journal's own directory entry synced once when it is made); the state file is
+    written, fsynced and its directory synced once, at the end of the pull."""
     import kijito_pull.core.state as state_module
 
     store.save(CursorState(cursor=10))
     calls: list[str] = []
-    real_fsync = state_module.os.fsync
+    real_fsync, real_datasync = state_module.os.fsync, state_module.os.fdatasync
     monkeypatch.setattr(state_module.os, "fsync", lambda fd: (calls.append("file"), real_fsync(fd))[1])
+    monkeypatch.setattr(state_module.os, "fdatasync", lambda fd: (calls.append("ack"), real_datasync(fd))[1])
     monkeypatch.setattr(state_module, "_fsync_dir", lambda p: calls.append("dir"))
     pull_once(engine(FakeInbox(range(5, 16)), store, factory))
-    assert calls == ["file"] * 5 + ["dir"], repr(calls)
-    assert saved(store).cursor == 15
+    assert calls == ["ack", "dir"] + ["ack"] * 5 + ["file", "dir"], repr(calls)
+    assert saved(store).cursor == 15 and not store.journal.exists()
 
 
 # -- what servers do: late-visible ids, resets ------------------------------------------------------------
