@@ -189,6 +189,7 @@ class StateStore:
         self._journal_fd: int | None = None
         self._journal_at = 0
         self._journal_room = 0
+        self._unfolded = False  # a journal was replayed: save it into the state file before a new one
         self.lock_path = lock_path
         self.identity = dict(identity)
 
@@ -304,6 +305,9 @@ class StateStore:
         acked = {i for i in acked if i > state.cursor}
         if not acked:
             return loaded
+        # Its facts live only in that journal until a save folds them in: a new journal (which truncates
+        # the file) must wait for that save, or a kill in between would forget them.
+        self._unfolded = True
         return Loaded(dataclasses.replace(
             state, delivered_above=sorted(set(state.delivered_above) | acked),
             pending={i: e for i, e in state.pending.items() if i not in acked},
@@ -318,7 +322,7 @@ class StateStore:
         """Record acks durably in the journal (opened on first use against the state on disk). False when
         there is no state on disk to journal against: the caller saves the state instead."""
         if self._journal_fd is None:
-            if self._generation is None or not self._good_on_disk:
+            if self._generation is None or not self._good_on_disk or self._unfolded:
                 return False
             try:
                 self._open_journal()
@@ -506,6 +510,7 @@ class StateStore:
             os.replace(tmp, self.path)
             self._good_on_disk = True
             self._generation = generation
+            self._unfolded = False
             if sync_dir:
                 _fsync_dir(directory)
         except OSError as exc:

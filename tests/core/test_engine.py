@@ -428,3 +428,20 @@ def test_a_deleted_newest_message_is_not_a_reset(store, factory):
     pull, pending = pull_once(eng)
     assert pending == [] and kinds(pull) == [] and not pull.pinned
     assert saved(store).cursor == 3
+
+
+def test_a_replayed_journal_is_saved_before_a_new_one_replaces_it(store, factory):
+    """A pull that starts from a journal a killed pull left must fold it into the state file before its
+    own first ack opens a new journal (which truncates the file): else a second kill forgets the first
+    pull's acks and they come again."""
+    store.save(CursorState(cursor=10))
+    store.load()
+    assert store.journal_acks([11, 12])  # the killed pull's acks (it never saved)
+    store._journal_fd = None  # killed: nothing closed
+    killed_twice = StateStore(store.path, store.lock_path, store.identity)
+    eng = engine(FakeInbox(range(11, 15)), killed_twice, factory)
+    with eng.open() as pull:
+        assert [m.id for m in pull.pending] == [13, 14]
+        pull.ack(pull.pending[0])
+        fresh = StateStore(store.path, store.lock_path, store.identity).load().state  # a second kill here
+        assert {11, 12, 13} <= set(fresh.delivered_above) | set(range(fresh.cursor + 1))
