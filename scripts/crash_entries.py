@@ -69,7 +69,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kijito_pull.sandbox import Sandbox  # noqa: E402
-from scripts.crash_trials import audit_delivery  # noqa: E402
+from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
     CLAUDE_HOOKS,
     CODEX_HOOKS,
@@ -458,16 +458,8 @@ class EntryTrials:
         if hooks:
             max_dup, repeated = self._check_hook_repeats(delivered_at, problems)
         else:
-            # watch, the pi child: one ack per message, so a repeat comes from the run that delivered it,
-            # killed before its ack was saved: at most one per kill.
-            for index, count in per_run.items():
-                run = self.runs[index]
-                if not run.killed:
-                    problems.append(f"run {index} ({run.kind}) was not killed yet {count} of its ids came again")
-                elif count > 1:
-                    problems.append(f"run {index} (killed after {run.delay:.3f} s) caused {count} duplicates")
-            if duplicates > kills:
-                problems.append(f"{duplicates} duplicates > {kills} kills")
+            # watch, the pi child: one ack per message, so at most one repeat per kill.
+            check_one_ack_per_kill(self.runs, per_run, duplicates, kills, problems)
             max_dup, repeated = max(per_run.values(), default=0), len(per_run)
         lost = self.expected - set(delivered_at)
         in_killed = {i for r in self.runs if r.killed for i in r.seen} & self.expected

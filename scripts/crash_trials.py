@@ -205,14 +205,7 @@ class Trials:
         problems, delivered_at, per_run = audit_delivery(self.runs, self.expected, self.self_echo)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
-        for index, count in per_run.items():
-            run = self.runs[index]
-            if not run.killed:
-                problems.append(f"run {index} ({run.kind}) was not killed yet {count} of its ids came again")
-            elif count > 1:
-                problems.append(f"run {index} (killed after {run.delay:.3f} s) caused {count} duplicates")
-        if duplicates > kills:
-            problems.append(f"{duplicates} duplicates > {kills} kills")
+        check_one_ack_per_kill(self.runs, per_run, duplicates, kills, problems)
         lock = self.lock_status()
         if lock != "free":
             problems.append(f"lock not free at the end: {lock}")
@@ -312,6 +305,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"outputs kept in {t.work}")
     return 0 if ok else 1
 
+
+
+def check_one_ack_per_kill(runs: list, per_run: dict[int, int], duplicates: int, kills: int,
+                           problems: list[str]) -> None:
+    """With one ack per message, a repeat comes only from the run that delivered it, killed before its ack
+    was saved: at most one per kill, and none from a run that was not killed."""
+    for index, count in per_run.items():
+        run = runs[index]
+        if not run.killed:
+            problems.append(f"run {index} ({run.kind}) was not killed yet {count} of its ids came again")
+        elif count > 1:
+            problems.append(f"run {index} (killed after {run.delay:.3f} s) caused {count} duplicates")
+    if duplicates > kills:
+        problems.append(f"{duplicates} duplicates > {kills} kills")
 
 
 def audit_delivery(runs: list, expected: set[int], self_echo: set[int]) -> tuple[list[str], dict, dict]:

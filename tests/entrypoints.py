@@ -248,6 +248,10 @@ class Ran:
     def new_ids(self) -> list[int]:
         return [e["id"] for e in self.ndjson() if e.get("event") == "new"]
 
+    def __str__(self) -> str:
+        return (f"exit {self.code} after {self.seconds:.2f} s\n--- stdout\n{self.stdout[-3000:]}"
+                f"\n--- stderr\n{self.stderr[-3000:]}")
+
 
 # -- reading what was handed over ------------------------------------------------------------------
 

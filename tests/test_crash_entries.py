@@ -80,7 +80,10 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     for entry in CLAUDE_HOOKS:
         s = by_entry[entry]
         # The kills really landed after the answer, and the mail in killed answers reached the model later.
-        assert sum(s["answer_kills"].values()) >= ANSWER_KILLS and min(s["answer_kills"].values()) > 0, context
+        # (The kill -9 kind must land; a harness-timeout kill lands only when the hook is still there at
+        # the deadline, which a fast hook often is not, so with this few trials it may be absent: the
+        # full runs in docs/reliability.md show both kinds.)
+        assert sum(s["answer_kills"].values()) >= ANSWER_KILLS and s["answer_kills"]["answer"] > 0, context
         assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
         assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
         assert s["session_ends"] >= 2, (entry, context)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kijito_pull.sandbox import Sandbox
+from tests import entrypoints
 from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel, text_of
 
@@ -261,26 +262,7 @@ def start_pi_tui(harness: h.Harness, *, sb: Sandbox, model: FakeModel, root: Pat
 # ---------------------------------------------------------------------------------------------
 # Other pullers of the same cursor: `kijito-pull --once`, the Claude Code hooks, `status`
 # ---------------------------------------------------------------------------------------------
-@dataclass
-class Ran:
-    code: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def ndjson(self) -> list[dict]:
-        out = []
-        for line in self.stdout.splitlines():
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-        return out
-
-    def new_ids(self) -> list[int]:
-        return [e["id"] for e in self.ndjson() if isinstance(e, dict) and e.get("event") == "new"]
-
-    def __str__(self) -> str:
-        return (f"exit {self.code} after {self.seconds:.2f} s\n--- stdout\n{self.stdout[-3000:]}"
-                f"\n--- stderr\n{self.stderr[-3000:]}")
+Ran = entrypoints.Ran  # one record of a finished run for every entry-point test
 
 
 @dataclass
