@@ -162,3 +162,25 @@ def test_a_hand_over_no_session_ever_confirms_is_parked_at_max_attempts_and_late
         pull.hand_over(pull.pending)
     state = store.load().state
     assert state.cursor == 11 and state.parked[11]["attempts"] == 3 and 11 not in state.pending
+
+
+def test_max_attempts_0_never_parks_a_refused_message(store, factory):
+    store.save(CursorState(cursor=10))
+    eng = engine(FakeInbox([11, 12]), store, factory, max_attempts=0)
+    for _ in range(50):
+        with eng.open() as pull:
+            assert pull.refuse(pull.pending[0]) is None  # held: the consumer never sees 12 before 11
+    state = store.load().state
+    assert state.cursor == 10 and state.parked == {} and state.failures == {11: 50}
+
+
+def test_a_refused_message_is_parked_at_exactly_max_attempts(store, factory):
+    store.save(CursorState(cursor=10))
+    eng = engine(FakeInbox([11, 12]), store, factory, max_attempts=3)
+    results = []
+    for _ in range(3):
+        with eng.open() as pull:
+            results.append(pull.refuse(pull.pending[0]))
+    assert results[:2] == [None, None] and results[2]["event"] == "alert"
+    with eng.open() as pull:
+        assert [m.id for m in pull.pending] == [12]
