@@ -1,5 +1,5 @@
-"""Fixtures of the Claude Code hook tests: a sandbox with the hooks' token, an opted-in project, and one
-that did not opt in."""
+"""Fixtures of the Claude Code hook tests: an opted-in project and one that did not opt in. The sandbox is
+tests/conftest.py's `sb`, which serves the test module's TOKEN."""
 
 from __future__ import annotations
 
@@ -7,16 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kijito_pull.sandbox import Sandbox
-
 TOKEN = "hook-token-5e1"
 OPT_IN = "# Project\n\n- inbox monitor: raise on start\n- inbox persona: river\n"
-
-
-@pytest.fixture
-def sb():
-    with Sandbox(token=TOKEN).start() as sandbox:
-        yield sandbox
 
 
 @pytest.fixture

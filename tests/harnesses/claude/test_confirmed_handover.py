@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harnesses.claude.conftest import TOKEN  # noqa: F401 - the sandbox (tests/conftest.py) serves it
 from tests.harnesses.claude.test_hooks import PERSONA, Hooks
 
 REF = re.compile(r"Message \d+ of \d+: id (\d+),")

@@ -30,12 +30,6 @@ OPT_IN = "# Project\n\n- inbox monitor: raise on start\n- inbox persona: river\n
 NOTHING = "{}\n"
 
 
-@pytest.fixture
-def sb():
-    with Sandbox(token=TOKEN).start() as sandbox:
-        yield sandbox
-
-
 def _folder(tmp_path: Path, name: str, agents: str) -> Path:
     folder = tmp_path / name
     folder.mkdir()
