@@ -56,6 +56,11 @@ class Coverage:
     pages: int = 0
 
 
+def parked_record(attempts: int, reason: str) -> dict[str, Any]:
+    """What the state keeps of a parked message (`kijito-pull parked` lists it; `--retry` sets retry)."""
+    return {"since": _now(), "attempts": attempts, "retry": False, "reason": reason[:200]}
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
 
@@ -163,7 +168,7 @@ class Pull:
             self._persist(final=False)
             return None
         self._failures.pop(message.id, None)
-        self._parked[message.id] = {"since": _now(), "attempts": count, "retry": False, "reason": reason[:200]}
+        self._parked[message.id] = parked_record(count, reason)
         self._acked.add(message.id)
         self._acked_ahead.add(message.id)
         self._advance()
@@ -415,8 +420,7 @@ class Engine:
                 entries[m.id] = entry.released()  # its holder is gone or late: claimed back
                 if self.max_attempts and entry.count >= self.max_attempts:
                     entries.pop(m.id)  # poison for every session: parked, so later mail flows
-                    parked[m.id] = {"since": _now(), "attempts": entry.count, "retry": False,
-                                    "reason": f"handed over {entry.count} times, never confirmed"}
+                    parked[m.id] = parked_record(entry.count, f"handed over {entry.count} times, never confirmed")
                     signals.append(self.factory.signal(
                         "alert", self.persona, id=m.id, handovers=entry.count, consumer=self.consumer,
                         reason=f"message {m.id} was handed over {entry.count} times and no session confirmed "

@@ -340,6 +340,11 @@ def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: 
     return report
 
 
+def _shown(transcript: Transcript, persona: str, ids: Sequence[int]) -> set[int]:
+    """Which of `ids` the transcript shows the model was given (their markers, core.render.ref)."""
+    return transcript.find({render.ref(persona, i): i for i in ids})
+
+
 def _mark_handed(holder: Holder, transcript: Transcript) -> None:
     """Tell this session's SessionEnd that it has hand-overs to settle (a cheap file test in the gate)."""
     marker = transcript.handed_marker
@@ -367,7 +372,7 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str]) -> None:
         held = [i for i, e in state.pending.items() if e.held_by(holder.key)]
         if not held:
             return
-        seen = transcript.find({render.ref(inp.persona, i): i for i in held})
+        seen = _shown(transcript, inp.persona, held)
         ready.engine.settle(holder.key, confirmed=seen, released=set(held) - seen)
     finally:
         ready.close()
