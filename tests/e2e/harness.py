@@ -1,7 +1,8 @@
 """Locate the real agent harnesses installed by ``scripts/install-harnesses`` and run them offline
 against a fake model server (see ``docs/dev/harness-findings.md`` and shared harness notes).
 
-Harness names: ``claude`` (Claude Code), ``pi073`` (@mariozechner/pi-coding-agent 0.73.x, system
+Harness names: ``claude`` (Claude Code, oldest supported), ``claude2`` (Claude Code, current release),
+``codex`` (Codex CLI), ``pi073`` (@mariozechner/pi-coding-agent 0.73.x, system
 node), ``pi1`` (@earendil-works/pi-coding-agent 1.x, the Node 22 installed next to it).
 
 Isolation: when ``unshare -n`` + ``nsenter`` work (probed once per process), every harness runs in
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HARNESS_NAMES = ("claude", "pi073", "pi1")
+HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1")
 REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
 
 # Environment prefixes stripped from the parent environment so a test run inside an agent
@@ -69,7 +70,7 @@ class Harness:
 
     @property
     def kind(self) -> str:
-        return "claude" if self.name == "claude" else "pi"
+        return "claude" if self.name.startswith("claude") else "codex" if self.name == "codex" else "pi"
 
     def cmd(self, *args: str) -> list[str]:
         return [*self.argv, *args]
@@ -91,8 +92,8 @@ def _stamp_version(name: str) -> str | None:
 def find_harness(name: str) -> Harness | None:
     """The installed harness ``name`` (one of ``HARNESS_NAMES``), or None if it is absent."""
     base = harness_dir() / name / "node_modules"
-    if name == "claude":
-        exe = base / ".bin" / "claude"
+    if name in ("claude", "claude2", "codex"):
+        exe = base / ".bin" / ("codex" if name == "codex" else "claude")
         if exe.exists() and os.access(exe, os.X_OK):
             return Harness(name, (str(exe),), _stamp_version(name))
     elif name == "pi073":
