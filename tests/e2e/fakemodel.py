@@ -5,6 +5,7 @@ Answers, on 127.0.0.1 (random port unless one is given):
 - ``POST /v1/messages``               Anthropic Messages API, SSE when ``"stream": true``, else JSON
 - ``POST /v1/messages/count_tokens``  ``{"input_tokens": N}``
 - ``POST /v1/chat/completions``       OpenAI-style, SSE when ``"stream": true``, else JSON
+- ``POST /v1/responses``              OpenAI Responses API (Codex's ``wire_api = "responses"``), SSE
 - anything else (any method, including Claude Code's ``HEAD /`` preflight): ``200 {}``
 
 Every reply is a short fixed assistant text (``"ok"``) ending the turn (``end_turn`` / ``stop``),
@@ -33,7 +34,7 @@ from typing import Any, Union
 
 __all__ = ["FakeModel", "text_of", "MODEL_PATHS"]
 
-MODEL_PATHS = ("/v1/messages", "/v1/chat/completions")
+MODEL_PATHS = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
 
 # Keys whose string values are metadata, not text the model reads.
 _NON_TEXT_KEYS = frozenset({"type", "id", "tool_use_id", "role", "cache_control", "signature", "media_type", "model"})
@@ -146,6 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._anthropic(request)
         elif self.command == "POST" and path.endswith("/chat/completions"):
             self._openai(request)
+        elif self.command == "POST" and path.endswith("/responses"):
+            self._responses(request)
         else:
             self._json({}, head_only=head_only)
 
@@ -262,6 +265,30 @@ class _Handler(BaseHTTPRequestHandler):
             + chunk({}, "stop", usage=usage)
             + "data: [DONE]\n\n"
         )
+        self._send(200, sse.encode(), "text/event-stream; charset=utf-8")
+
+
+    # -- OpenAI Responses API (Codex) ------------------------------------------------------------
+    def _responses(self, request: dict) -> None:
+        """The streaming events Codex needs: created, one assistant message item, completed (with usage)."""
+        text = self.server.model._reply_for(request)
+        rid = "resp_fake" + uuid.uuid4().hex[:16]
+        item = {"type": "message", "role": "assistant", "id": "msg_fake" + uuid.uuid4().hex[:16],
+                "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        usage = {"input_tokens": max(1, len(text_of(request)) // 4), "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": max(1, len(text) // 4), "output_tokens_details": {"reasoning_tokens": 0}}
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        events = [
+            {"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}},
+            {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress",
+                                                                                 "content": []}},
+            {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "item_id": item["id"],
+             "delta": text},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {"type": "response.completed", "response": {"id": rid, "status": "completed", "output": [item],
+                                                        "usage": usage}},
+        ]
+        sse = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
         self._send(200, sse.encode(), "text/event-stream; charset=utf-8")
 
 
