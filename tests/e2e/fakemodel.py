@@ -8,8 +8,9 @@ Answers, on 127.0.0.1 (random port unless one is given):
 - ``POST /v1/responses``              OpenAI Responses API (Codex's ``wire_api = "responses"``), SSE
 - anything else (any method, including Claude Code's ``HEAD /`` preflight): ``200 {}``
 
-Every reply is a short fixed assistant text (``"ok"``) ending the turn (``end_turn`` / ``stop``),
-never a tool call. Every request is recorded (in memory, thread-safe, and optionally appended to a
+A reply is a short assistant text (``"ok"`` by default) ending the turn (``end_turn`` / ``stop``),
+or, on the Anthropic API, a tool call (``ToolUse("Bash", {"command": "sleep 3"})``, ``stop_reason``
+``tool_use``) that keeps a harness busy running the tool and asking again. Every request is recorded (in memory, thread-safe, and optionally appended to a
 JSONL file) so a test can prove that some text reached the model::
 
     with FakeModel() as fm:
@@ -32,14 +33,40 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Union
 
-__all__ = ["FakeModel", "text_of", "MODEL_PATHS"]
+__all__ = ["FakeModel", "ToolUse", "text_of", "tool_results", "MODEL_PATHS"]
 
 MODEL_PATHS = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
 
 # Keys whose string values are metadata, not text the model reads.
 _NON_TEXT_KEYS = frozenset({"type", "id", "tool_use_id", "role", "cache_control", "signature", "media_type", "model"})
 
-Reply = Union[str, Callable[[dict], str]]
+
+
+class ToolUse:
+    """A reply that calls a tool (Anthropic Messages API only; the OpenAI route answers its ``text``).
+
+    ``text`` is an optional text block said before the call."""
+
+    def __init__(self, name: str, input: dict[str, Any], text: str = "") -> None:  # noqa: A002 - the API's name
+        self.name = name
+        self.input = dict(input)
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"ToolUse({self.name!r}, {self.input!r})"
+
+
+Answer = Union[str, ToolUse]
+Reply = Union[Answer, Callable[[dict], Answer]]
+
+
+def tool_results(request: dict) -> list[dict]:
+    """The ``tool_result`` blocks of the request's last message (what the harness ran since the last reply)."""
+    body = request.get("body")
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not messages or not isinstance(messages[-1].get("content"), list):
+        return []
+    return [b for b in messages[-1]["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
 def _strings(node: Any, out: list[str]) -> None:
@@ -70,6 +97,24 @@ def text_of(request: dict) -> str:
         if key in body:
             _strings(body[key], out)
     return "\n".join(out)
+
+
+def _block_events(blocks: list[dict]) -> list[tuple[str, dict]]:
+    """The SSE events that stream ``blocks`` (text and tool_use content blocks)."""
+    events: list[tuple[str, dict]] = []
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}),
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]
+    return events
 
 
 class _Server(ThreadingHTTPServer):
@@ -160,7 +205,16 @@ class _Handler(BaseHTTPRequestHandler):
     # -- Anthropic Messages API ----------------------------------------------------------------
     def _anthropic(self, request: dict) -> None:
         body = request["body"] if isinstance(request["body"], dict) else {}
-        text = self.server.model._reply_for(request)
+        answer = self.server.model._reply_for(request)
+        call = answer if isinstance(answer, ToolUse) else None
+        text = call.text if call is not None else str(answer)
+        stop_reason = "tool_use" if call is not None else "end_turn"
+        blocks: list[dict] = []
+        if text or call is None:
+            blocks.append({"type": "text", "text": text})
+        if call is not None:
+            blocks.append({"type": "tool_use", "id": "toolu_fake_" + uuid.uuid4().hex[:20], "name": call.name,
+                           "input": call.input})
         model = body.get("model", "fake-model")
         msg_id = "msg_fake_" + uuid.uuid4().hex[:20]
         in_tokens = max(1, len(text_of(request)) // 4)
@@ -177,8 +231,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "type": "message",
                     "role": "assistant",
                     "model": model,
-                    "content": [{"type": "text", "text": text}],
-                    "stop_reason": "end_turn",
+                    "content": blocks,
+                    "stop_reason": stop_reason,
                     "stop_sequence": None,
                     "usage": usage,
                 }
@@ -201,21 +255,13 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 },
             ),
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-            ),
             ("ping", {"type": "ping"}),
-            (
-                "content_block_delta",
-                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
-            ),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            *_block_events(blocks),
             (
                 "message_delta",
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                     "usage": {"output_tokens": usage["output_tokens"]},
                 },
             ),
@@ -227,7 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- OpenAI chat completions ---------------------------------------------------------------
     def _openai(self, request: dict) -> None:
         body = request["body"] if isinstance(request["body"], dict) else {}
-        text = self.server.model._reply_for(request)
+        answer = self.server.model._reply_for(request)
+        text = answer.text if isinstance(answer, ToolUse) else str(answer)
         model = body.get("model", "fake-model")
         cid = "chatcmpl-fake" + uuid.uuid4().hex[:16]
         created = int(time.time())
@@ -271,7 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- OpenAI Responses API (Codex) ------------------------------------------------------------
     def _responses(self, request: dict) -> None:
         """The streaming events Codex needs: created, one assistant message item, completed (with usage)."""
-        text = self.server.model._reply_for(request)
+        answer = self.server.model._reply_for(request)
+        text = answer.text if isinstance(answer, ToolUse) else str(answer)
         rid = "resp_fake" + uuid.uuid4().hex[:16]
         item = {"type": "message", "role": "assistant", "id": "msg_fake" + uuid.uuid4().hex[:16],
                 "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}
@@ -296,7 +344,8 @@ class FakeModel:
     """The fake model server. ``start()`` it (or use it as a context manager), point a harness at
     ``url``, then inspect ``requests``.
 
-    ``reply`` is the assistant text (default ``"ok"``) or a callable ``(request) -> str``.
+    ``reply`` is the assistant text (default ``"ok"``), a ``ToolUse``, or a callable
+    ``(request) -> str | ToolUse``.
     ``log_path`` appends every request as one JSON line. ``bind`` is an optional callable that
     returns a bound, listening socket: tests use it to put the server inside a network namespace
     (see ``tests.e2e.harness.NetNS.listen``).
@@ -378,7 +427,7 @@ class FakeModel:
             self._cond.notify_all()
         return request
 
-    def _reply_for(self, request: dict) -> str:
+    def _reply_for(self, request: dict) -> Answer:
         return self.reply(request) if callable(self.reply) else self.reply
 
     @property
