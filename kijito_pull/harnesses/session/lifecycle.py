@@ -251,11 +251,12 @@ def all_leases(environ: Mapping[str, str]) -> list[dict[str, Any]]:
 
 
 def acquire(environ: Mapping[str, str], session_id: str, *, project: str, persona: str,
-            me: Proc, host: Proc | None, source: str | None = None) -> Outcome:
+            me: Proc, host: Proc | None, source: str | None = None, one_per_host: bool = True) -> Outcome:
     """Take the session's waker lease for `me`, or say who already holds it.
 
     A live waker of the same harness process under another session id (the id changes on /clear)
-    is ended first, so one harness process never runs two wakers.
+    is ended first, so one harness process never runs two wakers -- unless `one_per_host` is False: a
+    host that serves many sessions at once (Codex's shared app-server daemon) keeps one per session.
     """
     superseded: list[dict[str, Any]] = []
     with _locked(environ) as directory:
@@ -269,7 +270,7 @@ def acquire(environ: Mapping[str, str], session_id: str, *, project: str, person
                 continue
             if not lease["live"]:
                 _unlink(directory / f"{lease['session_id']}.json")
-            elif host is not None and lease.get("host_pid") == host.pid and lease.get("host_start") == host.start:
+            elif one_per_host and host is not None and lease.get("host_pid") == host.pid and lease.get("host_start") == host.start:
                 _unlink(directory / f"{lease['session_id']}.json")
                 superseded.append(lease)
         _write_json(directory / f"{session_id}.json", {
