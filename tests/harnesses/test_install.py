@@ -103,6 +103,10 @@ class Machine:
         self.environ = {"HOME": str(self.home), "PATH": str(self.bin),  # only the fakes (no real systemctl)
                         "USER": "tester", "FAKE_LOG": str(self.log)}
 
+        # A `codex` that cannot be asked anything: install still writes the hooks and says it could not
+        # ask Codex about trust (the real Codex's answers are proven in tests/e2e/test_codex_e2e.py).
+        self.fake("codex", "import sys\nsys.exit(1)\n")
+
     def run(self, *argv: str, cwd: Path | None = None, env: dict | None = None) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         code = main(list(argv), Environment(stdin=io.StringIO(""), stdout=out, stderr=err,
@@ -145,12 +149,15 @@ def test_codex_round_trip_in_a_fresh_project_leaves_nothing_behind(m):
     assert code == 0, err
     hooks = m.project / ".codex" / "hooks.json"
     data = json.loads(hooks.read_text())
-    assert set(data) == {"hooks"} and set(data["hooks"]) == {"SessionStart", "Stop"}
+    assert set(data) == {"hooks"} and set(data["hooks"]) == {"SessionStart", "Stop", "SessionEnd"}
     start = data["hooks"]["SessionStart"][0]["hooks"][0]
     assert start["type"] == "command" and start["timeout"] == codex_inst.TIMEOUT
     assert start["command"].endswith(" hook codex-session-start")
     assert data["hooks"]["Stop"][0]["hooks"][0]["command"].endswith(" hook codex-stop")
+    end = data["hooks"]["SessionEnd"][0]["hooks"][0]
+    assert end["command"].endswith(" hook codex-session-end") and end["timeout"] == 5
     assert "installed" in out
+    assert "could not ask Codex whether it trusts the hooks" in out  # the fake codex answers nothing
     code, out, err = m.run("uninstall", "codex", "--project")
     assert code == 0 and "removed" in out, (out, err)
     assert tree(m.project) == before
@@ -277,6 +284,17 @@ def test_codex_reinstall_updates_a_moved_command_in_place(m):
     # Uninstall still gives the project back as it was: no file.
     assert m.run("uninstall", "codex", "--project")[0] == 0
     assert not path.exists()
+
+
+def test_codex_install_refuses_without_codex_unless_told(m):
+    (m.bin / "codex").unlink()
+    hooks = m.project / ".codex" / "hooks.json"
+    code, out, err = m.run("install", "codex", "--project")
+    assert code == 2 and "`codex` command is not on PATH" in err and "--no-codex" in err
+    assert not hooks.exists()
+    code, out, err = m.run("install", "codex", "--project", "--no-codex")
+    assert code == 0 and hooks.exists(), err
+    assert "`codex` is not on PATH: run `kijito-pull install codex --project --trust` once it is" in out
 
 
 def test_codex_refuses_a_file_it_cannot_parse(m):

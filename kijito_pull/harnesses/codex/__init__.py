@@ -1,26 +1,30 @@
-"""Codex: its hook adapter and the installer of its hooks.json entries.
+"""Codex: its hook adapter, the watcher of an interactive session, and the installer of its hooks.json entries.
 
 `HARNESS` is Codex's side of the Harness contract (kijito_pull.harnesses.base). Standard library
 only: the hook fast gate imports this package for every `kijito-pull hook codex-*`.
 """
 
-from kijito_pull.harnesses.base import REPOSITORY, Harness, Hook
+from kijito_pull.harnesses.base import REPOSITORY, TRANSCRIPT, Harness, Hook
 
 HARNESS = Harness(
     "codex", "Codex",
     executable="codex",
     hooks=(
         Hook("codex-session-start", "SessionStart", "Codex SessionStart: waiting mail as additionalContext "
-                                                    "(`{}` when none)"),
+                                                    "(`{}` when none);\nin an interactive session, arms its watcher"),
         Hook("codex-stop", "Stop", "Codex Stop: unseen mail blocks the stop, as claude-stop (`{}` when none)"),
+        Hook("codex-session-end", "SessionEnd", "Codex SessionEnd: settles the session's hand-overs, ends its watcher"),
+        Hook("codex-watch", "SessionStart", "the watcher codex-session-start starts for an interactive session "
+                                            "(not installed\nas a hook): new mail wakes it through `codex queue`"),
     ),
     nothing="{}\n",  # Codex rejects empty stdout on some events
-    mode=None,  # always headless: Codex sessions cannot be woken from outside, so they get no waker
+    mode=None,  # told from the session's rollout, not the environment (kijito_pull.harnesses.codex.session)
     runtime="kijito_pull.harnesses.codex.hooks:run",
-    # Codex's transcript (rollout) has not been measured to record hook context yet (issue 13): until it
-    # is, a hand-over counts once written, as before, rather than risk repeating confirmed mail.
-    confirmation=None,
+    # Codex's rollout records SessionStart context, Stop-block reasons and queued messages (measured on
+    # 0.171.0, docs/codex.md): a hand-over is pending until the rollout shows it.
+    confirmation=TRANSCRIPT,
     installer="kijito_pull.harnesses.codex.installer",
-    install_help="Codex: SessionStart and Stop hooks in hooks.json",
+    install_help="Codex: SessionStart, Stop and SessionEnd hooks in hooks.json (--trust records Codex's trust)",
     project=REPOSITORY,  # Codex looks for <repository>/.codex/hooks.json
+    checks=(("codex.trust", "kijito_pull.harnesses.codex.checks:check_trust"),),
 )

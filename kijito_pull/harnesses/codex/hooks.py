@@ -1,41 +1,121 @@
 """The Codex adapter: Codex's hooks (hooks.json) speak Claude Code's vocabulary, with Codex's rules.
 
     codex-session-start   SessionStart: waiting mail as `{"hookSpecificOutput": {"hookEventName":
-                          "SessionStart", "additionalContext": ...}}`
+                          "SessionStart", "additionalContext": ...}}`; in an interactive session it then
+                          arms the session's watcher (kijito_pull.harnesses.codex.watcher)
     codex-stop            Stop: unseen mail as `{"decision": "block", "reason": ...}`
+    codex-session-end     SessionEnd: settles the session's hand-overs and ends its watcher
+    codex-watch           the watcher itself (started by codex-session-start, never by Codex)
 
-The work is the shared hand-over (kijito_pull.harnesses.handover: one pull through the shared
-engine, acknowledged once the JSON is written), behind the same opt-in gate as every hook
+The work is the shared hand-over (kijito_pull.harnesses.handover: one pull through the shared engine,
+pending until the session's rollout shows it), behind the same opt-in gate as every hook
 (kijito_pull.harnesses.hookgate). What is Codex's own comes from its Harness
 (kijito_pull.harnesses.codex.HARNESS):
 
 - stdout is never empty: "nothing to do" is `{}` (Codex rejects empty output on some events), also
   when the project has not opted in, the input is bad, or the hook gives up after its budget;
-- Codex has no cap on consecutive Stop blocks, so the two guards matter more: the cursor moves past
-  mail as soon as the block is written (the next Stop sees nothing new, so the same mail never
-  blocks twice), and at most `max_stop_blocks` (default 3) blocks in a row per session;
-- Codex sessions are headless: no waker (Codex cannot be woken from outside), and the session-start
-  text does not promise one.
+- Codex has no cap on consecutive Stop blocks, so the two guards matter more: mail handed over is
+  pending with the session, so the next Stop does not block with it again (it is confirmed from the
+  rollout, or handed over again only if the rollout never showed it), and at most `max_stop_blocks`
+  (default 3) blocks in a row per session;
+- the mode is read from the session's rollout (codex.session.detect_mode): only an interactive session
+  gets a watcher, and only its session-start text says that new mail wakes it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
-from kijito_pull.harnesses.hookgate import HookInput
+from kijito_pull.harnesses.base import INTERACTIVE
+from kijito_pull.harnesses.hookgate import HookInput, say
+from kijito_pull.harnesses.session import lifecycle
 
 SESSION_START = "codex-session-start"
 STOP = "codex-stop"
-HOOKS = (SESSION_START, STOP)
+SESSION_END = "codex-session-end"
+WATCH = "codex-watch"
+HOOKS = (SESSION_START, STOP, SESSION_END)  # the ones hooks.json runs
 
-#: The shared hand-over each Codex hook runs.
-HANDLERS = {SESSION_START: handover.session_start, STOP: handover.stop}
+WAKE_SENTENCE = ("New mail for {persona} reaches this session by itself while it is open: kijito-pull queues it "
+                 "as a message of its own (`codex queue`), so it arrives as the next turn.")
 
 
 def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
     """Run one Codex hook. Always exit 0 with one JSON object on stdout (`{}` for nothing); never raises."""
-    handover.answer(inp, env, lambda i, e, out: HANDLERS[i.hook](i, e, out), exit_fn=exit_fn)
+    if inp.hook == WATCH:
+        from kijito_pull.harnesses.codex import watcher
+
+        try:
+            return watcher.run(inp, env)
+        except Exception as exc:  # noqa: BLE001 - a watcher must never leave a traceback behind
+            say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); not watching")
+            return 0
+    if inp.hook == SESSION_END:
+        session_end(inp, env)
+        env.stdout.write(inp.harness.nothing if inp.harness is not None else "{}\n")
+        return 0
+    if inp.hook == SESSION_START:
+        handover.answer(inp, env, session_start, exit_fn=exit_fn)
+        arm_watcher(inp, env)
+        return 0
+    handover.answer(inp, env, handover.stop, exit_fn=exit_fn)
     return 0
+
+
+def session_start(inp: HookInput, env: Environment, out: handover.Output) -> int:
+    from kijito_pull.harnesses.codex import session
+
+    inp.mode, why = session.detect_mode(inp.data, env.environ)
+    extra = []
+    if inp.mode == INTERACTIVE and inp.session_id and _may_arm(inp, env):
+        extra.append(WAKE_SENTENCE.format(persona=inp.persona))
+    return handover.session_start(inp, env, out, extra)
+
+
+def _may_arm(inp: HookInput, env: Environment) -> bool:
+    try:
+        return lifecycle.stop_marker(env.environ, lifecycle.project_key(inp.project), inp.persona) is None
+    except lifecycle.LifecycleError:
+        return False
+
+
+def arm_watcher(inp: HookInput, env: Environment) -> None:
+    """After the answer is written: start the session's watcher if it is interactive and has none."""
+    from kijito_pull.harnesses.codex import session
+
+    sid = inp.session_id
+    if inp.mode != INTERACTIVE or sid is None or not _may_arm(inp, env):
+        return
+    try:
+        if lifecycle.live_lease(env.environ, sid) is not None:
+            return  # resumed or re-started: its watcher runs already
+        host = lifecycle.host_process()
+        log = lifecycle.sessions_dir(env.environ) / f"{sid}.watch.log"
+        pid = session.spawn_watcher(json.dumps(inp.data).encode(), env.environ, host, log)
+    except (OSError, lifecycle.LifecycleError) as exc:
+        say(env.stderr, f"{inp.hook}: session {sid}: {lifecycle.Result.STARTUP_FAILED.value}: the watcher could "
+                        f"not be started ({exc}); new mail waits for the next turn's end")
+        return
+    say(env.stderr, f"{inp.hook}: session {sid}: watcher started (pid {pid}); its log: {log}")
+
+
+def session_end(inp: HookInput, env: Environment) -> None:
+    """End the session's watcher, then settle what the session was handed: what its rollout shows is
+    confirmed, the rest is unseen again at once, so the next session gets it."""
+    from kijito_pull.harnesses.codex import watcher
+
+    sid = inp.session_id
+    if sid is None:
+        return
+    try:
+        lifecycle.end_session(env.environ, sid)
+        handover.confirm_at_end(inp, env.environ)
+        watcher.settle(inp, env.environ)
+        lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
+    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
+        say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "
+                        f"they are claimed back when their deadline passes")

@@ -290,7 +290,9 @@ def test_internal_error_still_answers_empty_object(hooks, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(codex.HANDLERS, "codex-stop", broken)
+    from kijito_pull.harnesses import handover
+
+    monkeypatch.setattr(handover, "stop", broken)
     code, out, err = hooks("codex-stop")
     assert (code, out) == (0, NOTHING)
     assert "codex-stop: internal error (RuntimeError: boom)" in err
