@@ -5,14 +5,20 @@
  *
  *   - `kijito-pull optin --json --cwd <project>` says whether the session's project opted in
  *     (an `inbox monitor: raise on start` line in AGENTS.md / CLAUDE.md) and for which persona;
- *   - `kijito-pull watch --persona P --ack-stdin` runs as a child for the session and writes one
- *     NDJSON event per line; after each `new` event it waits for `{"ack": id}` or `{"nack": id}`
- *     on its stdin and only then advances the cursor;
- *   - each message goes to pi as `pi.sendUserMessage(text, {deliverAs: "followUp"})`, which only
- *     queues it. The extension acknowledges it only once pi SHOWS it in the session: the
- *     `message_end` event of a user message carrying that text (measured on 0.73.1 and 1.6.0: a
- *     follow-up sent during a run emits message_start/message_end when the run takes it up, an idle
- *     send at once; `input` fires at send time and proves nothing). Until then the id is
+ *   - `kijito-pull watch --persona P --ack-stdin --interrupt POLICY` runs as a child for the session
+ *     and writes one NDJSON event per line; after each `new` event it waits for `{"ack": id}` or
+ *     `{"nack": id}` on its stdin and only then advances the cursor. POLICY is the project's
+ *     `inbox interrupt:` line as optin reported it (passed only when optin reports one, so an older
+ *     CLI is never given a flag it does not know);
+ *   - each message goes to pi as `pi.sendUserMessage(text, {deliverAs})`, where deliverAs is the
+ *     event's `deliver_as` as the CLI decided it from the policy and the sender's urgency: "steer"
+ *     (pi hands it to the model after the current tool call, before the next model call) or
+ *     "followUp" (after the run), and "followUp" when the event has none (an older CLI). Both only
+ *     queue it while a run is busy, and both start a turn when pi is idle. The extension
+ *     acknowledges it only once pi SHOWS it in the session: the `message_end` event of a user
+ *     message carrying that text (measured on 0.73.1 and 1.6.0: a steer or follow-up sent during a
+ *     run emits message_start/message_end when the run takes it up, an idle send at once; `input`
+ *     fires at send time and proves nothing). Until then the id is
  *     "sent, not yet shown": a redelivery of it by the child is not sent again, just answered once
  *     shown; a message pi refuses (sendUserMessage throws) is nacked; at `session_shutdown` every
  *     message still unshown is nacked ("session ended before pi showed it"), never acknowledged, so
@@ -112,6 +118,8 @@ export interface PiLike {
 export interface WatchEvent {
   event: string;
   event_id?: string;
+  /** How pi takes the message: "steer" (may reach a busy agent) or "followUp"; absent from older CLIs. */
+  deliver_as?: string;
   persona?: string;
   id?: number;
   from?: string;
@@ -130,6 +138,8 @@ export interface OptIn {
   project?: string;
   file?: string | null;
   problem?: string | null;
+  /** Which mail may interrupt a run: all | urgent | turn-end; absent from older CLIs. */
+  interrupt?: string | null;
 }
 
 /** A running child, reduced to what the bridge needs (real ones wrap node's ChildProcess). */
@@ -186,11 +196,23 @@ export function isInteractive(ctx: { hasUI?: unknown; mode?: unknown }): boolean
   return ctx.hasUI === true;
 }
 
-export function watchArgs(persona: string, env: Record<string, string | undefined>): string[] {
+/** The interrupt policies the CLI knows (`inbox interrupt:`); anything else is not passed on. */
+export const INTERRUPT_POLICIES = ["all", "urgent", "turn-end"];
+
+export function watchArgs(persona: string, env: Record<string, string | undefined>,
+                          interrupt?: string | null): string[] {
   const args = ["watch", "--persona", persona, "--ack-stdin", "--content-chars", String(CONTENT_CHARS)];
+  // Only a CLI whose optin reports the policy knows `watch --interrupt`; an older one gets neither,
+  // and its events carry no deliver_as (every message a followUp, as before there was a policy).
+  if (typeof interrupt === "string" && INTERRUPT_POLICIES.includes(interrupt)) args.push("--interrupt", interrupt);
   const consumer = (env[CONSUMER_ENV] || "").trim();
   if (consumer) args.push("--consumer", consumer);
   return args;
+}
+
+/** How pi takes a message: "steer" only when the CLI said so, else "followUp" (never an unknown word). */
+export function deliverAs(event: WatchEvent): "steer" | "followUp" {
+  return event.deliver_as === "steer" ? "steer" : "followUp";
 }
 
 export function optinArgs(cwd: string): string[] {
@@ -369,6 +391,8 @@ export class Bridge {
   ctx: CtxLike | undefined;
   state: BridgeState = "idle";
   persona: string | undefined;
+  /** The project's interrupt policy as optin reported it (undefined: an older CLI). */
+  interrupt: string | undefined;
   child: ChildHandle | undefined;
   childStartedAt = 0;
   failures = 0;
@@ -389,7 +413,7 @@ export class Bridge {
   warnedNoModel = false;
   exitWaiters: Array<() => void> = [];
   /** Counters for tests and diagnostics. */
-  stats = { spawned: 0, sent: 0, delivered: 0, duplicates: 0, awaiting: 0, resent: 0, nacked: 0, sweeps: 0 };
+  stats = { spawned: 0, sent: 0, steered: 0, delivered: 0, duplicates: 0, awaiting: 0, resent: 0, nacked: 0, sweeps: 0 };
 
   constructor(pi: PiLike, deps: Deps) {
     this.pi = pi;
@@ -426,6 +450,7 @@ export class Bridge {
       return;
     }
     this.persona = optin.persona;
+    this.interrupt = typeof optin.interrupt === "string" ? optin.interrupt : undefined;
     this.spawnChild();
   }
 
@@ -475,7 +500,7 @@ export class Bridge {
     this.clear("sweepTimer");
     this.sweepTimer = this.deps.setTimer(() => {
       this.sweepTimer = undefined;
-      this.sweep();
+      this.sweep("agent_end");
     }, SETTLE_SWEEP_MS);
   }
 
@@ -486,7 +511,7 @@ export class Bridge {
     this.holdUntil = 0; // whatever compacted during the run is over: pi is idle and takes prompts
     this.clear("sweepTimer");
     this.openGate();
-    this.sweep();
+    this.sweep("agent_settled");
   }
 
   /** `session_before_compact` / `session_before_tree`: pi will refuse prompts until it is done. */
@@ -539,7 +564,7 @@ export class Bridge {
     this.stats.spawned += 1;
     // spawnChild never calls back synchronously (node reports even a missing binary later), so
     // `child` is assigned before any callback can look at it.
-    const child: ChildHandle = this.deps.spawnChild(bin, watchArgs(this.persona, this.deps.env), {
+    const child: ChildHandle = this.deps.spawnChild(bin, watchArgs(this.persona, this.deps.env, this.interrupt), {
       onLine: (line) => this.onLine(child, line),
       onStderr: (text) => this.onStderr(text),
       onExit: (code, signal, error) => this.onExit(child, code, signal, error),
@@ -692,11 +717,13 @@ export class Bridge {
       this.warnedNoModel = false;
       const wasIdle = this.safeIdle();
       const text = messageText(event);
+      const how = deliverAs(event);
       // Recorded before the call, in case a pi shows it before the call returns. Queued, not shown:
-      // the acknowledgement waits for pi's message_end carrying it.
+      // the acknowledgement waits for pi's message_end carrying it (a steer is shown after the
+      // current tool call, a followUp after the run; either at once when pi was idle).
       this.unshown.set(id, { text, sentAt: this.deps.now() });
       try {
-        this.pi.sendUserMessage(text, { deliverAs: "followUp" });
+        this.pi.sendUserMessage(text, { deliverAs: how });
       } catch (err) {
         this.unshown.delete(id);
         this.stats.nacked += 1;
@@ -705,6 +732,8 @@ export class Bridge {
         continue;
       }
       this.stats.sent += 1;
+      if (how === "steer") this.stats.steered += 1;
+      if (!wasIdle) this.deps.log(`kijito-pull: ${id} handed to a busy pi as a ${how}`);
       if (wasIdle) this.closeGate();
     }
   }
@@ -720,10 +749,12 @@ export class Bridge {
     }
   }
 
-  sweep(): void {
+  /** Ask the child to pull now; `after` names the pi event that settled the run (for the debug log). */
+  sweep(after: string): void {
     const child = this.child;
     if (!child || this.stopping) return;
     this.stats.sweeps += 1;
+    this.deps.log(`kijito-pull: the agent settled (${after}); asking watch to pull now`);
     child.writeLine(JSON.stringify({ sweep: true }));
   }
 

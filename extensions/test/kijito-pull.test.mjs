@@ -28,6 +28,7 @@ import kijitoPull, {
   SHUTDOWN_NACK_REASON,
   carries,
   createKijitoPull,
+  deliverAs,
   isInteractive,
   messageText,
   parseEvent,
@@ -259,6 +260,25 @@ describe("helpers", () => {
     assert.deepEqual(watchArgs("river", { [CONSUMER_ENV]: "pi-only" }).slice(-2), ["--consumer", "pi-only"]);
   });
 
+  test("watch arguments: the interrupt policy only when optin reported a known one", () => {
+    for (const policy of ["all", "urgent", "turn-end"]) {
+      const args = watchArgs("river", {}, policy);
+      assert.deepEqual(args.slice(args.indexOf("--interrupt"), args.indexOf("--interrupt") + 2), ["--interrupt", policy]);
+    }
+    // An older CLI reports none (and its watch knows no --interrupt); an unknown word is never passed on.
+    for (const policy of [undefined, null, "", "sometimes", "--all"]) {
+      assert.ok(!watchArgs("river", {}, policy).includes("--interrupt"), String(policy));
+    }
+  });
+
+  test("deliverAs: steer only when the CLI says so, followUp otherwise (an older CLI says nothing)", () => {
+    assert.equal(deliverAs(newEvent({ deliver_as: "steer" })), "steer");
+    assert.equal(deliverAs(newEvent({ deliver_as: "followUp" })), "followUp");
+    assert.equal(deliverAs(newEvent()), "followUp");
+    assert.equal(deliverAs(newEvent({ deliver_as: "interrupt" })), "followUp");
+    assert.equal(deliverAs(newEvent({ deliver_as: true })), "followUp");
+  });
+
   test("parseEvent takes only JSON objects with an event kind", () => {
     assert.deepEqual(parseEvent('{"event": "armed", "persona": "river"}'), { event: "armed", persona: "river" });
     assert.equal(parseEvent(""), null);
@@ -375,6 +395,13 @@ describe("session start", () => {
       assert.equal(bridge.state, "running");
     });
   }
+
+  test("the project's interrupt policy from optin reaches the watch child", async () => {
+    const { world } = await started({ optin: { opted_in: true, persona: "river", interrupt: "turn-end" } });
+    assert.deepEqual(world.child.args.slice(world.child.args.indexOf("--interrupt")), ["--interrupt", "turn-end"]);
+    const older = await started({ optin: { opted_in: true, persona: "river" } }); // an optin without the field
+    assert.ok(!older.world.child.args.includes("--interrupt"));
+  });
 
   test("KIJITO_PULL_BIN names the CLI for both calls", async () => {
     const { world } = await started({ env: { KIJITO_PULL_BIN: "/venv/bin/kijito-pull" } });
@@ -647,6 +674,44 @@ describe("delivery", () => {
     for (let i = 0; i < 3; i++) world.child.emit(newEvent());
     assert.equal(pi.sent.length, 3);
     assert.ok(pi.sent.every((s) => s.options.deliverAs === "followUp"));
+  });
+
+  test("while a run streams, each message goes as its deliver_as says, acknowledged only once pi shows it", async () => {
+    const { world, pi, ctx, bridge } = await started();
+    ctx.idle = false;
+    const steer = newEvent({ deliver_as: "steer" });
+    const later = newEvent({ deliver_as: "followUp" });
+    const older = newEvent(); // from a CLI that predates deliver_as
+    for (const event of [steer, later, older]) world.child.emit(event);
+    assert.deepEqual(pi.sent.map((s) => s.options.deliverAs), ["steer", "followUp", "followUp"]);
+    assert.equal(bridge.stats.steered, 1);
+    assert.deepEqual(world.child.lines, []); // queued in pi, not shown: no answer yet
+    await pi.show(steer.text, ctx); // after the current tool call
+    assert.deepEqual(world.child.lines, [{ ack: steer.event_id }]);
+    await pi.show(later.text, ctx); // after the run
+    await pi.show(older.text, ctx);
+    assert.deepEqual(world.child.lines, [{ ack: steer.event_id }, { ack: later.event_id }, { ack: older.event_id }]);
+  });
+
+  test("a steer from idle starts a run like a followUp does, and holds the next message until it has", async () => {
+    const { world, pi, ctx } = await started();
+    world.child.emit(newEvent({ deliver_as: "steer" }));
+    world.child.emit(newEvent({ deliver_as: "steer" }));
+    assert.deepEqual(pi.sent.map((s) => s.options.deliverAs), ["steer"]);
+    ctx.idle = false;
+    await pi.fire("agent_start", {}, ctx);
+    assert.deepEqual(pi.sent.map((s) => s.options.deliverAs), ["steer", "steer"]);
+  });
+
+  test("a steer pi refuses is nacked and not counted as sent", async () => {
+    const { world, pi, ctx, bridge } = await started();
+    ctx.idle = false;
+    pi.throwOnSend = true;
+    const event = newEvent({ deliver_as: "steer" });
+    world.child.emit(event);
+    assert.deepEqual(world.child.lines, [{ nack: event.event_id, reason: "sendUserMessage failed" }]);
+    assert.equal(bridge.stats.steered, 0);
+    assert.equal(bridge.unshown.size, 0);
   });
 
   for (const [start, end] of [["session_before_compact", "session_compact"], ["session_before_tree", "session_tree"]]) {

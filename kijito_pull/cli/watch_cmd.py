@@ -21,6 +21,7 @@ from kijito_pull.core.models import ApiError
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import Sink
 from kijito_pull.core.state import CursorState, StateError
+from kijito_pull.harnesses.session.optin import INTERRUPT_POLICIES
 from kijito_pull.sinks.stdout import NdjsonSink
 from kijito_pull.watch.loop import Watcher, WatchOptions
 
@@ -83,6 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     # How long --ack-stdin waits for one confirmation before it releases the message (it is offered again
     # later); no lock is held meanwhile, so a long wait delays only what follows in this session.
     out.add_argument("--ack-timeout", type=float, default=300.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    out.add_argument("--interrupt", choices=INTERRUPT_POLICIES, metavar="POLICY",
+                     help="with --ack-stdin: mark each message deliver_as steer (may reach a busy agent) or "
+                          "followUp (waits for the end of its run) by this policy, the project's "
+                          "'inbox interrupt:' line (all | urgent | turn-end)")
     out.add_argument("--content-chars", type=options.non_negative_int, default=220, metavar="N",
                      help="clip content in events to N characters (default 220)")
     out.add_argument("--no-content", action="store_true", help="omit message content from events")
@@ -143,12 +148,14 @@ def build_sink(args: argparse.Namespace, env: Environment, loop: queue.Queue) ->
         return ExecSink(args.exec_command, env.environ, stderr=env.stderr)
     if args.exec_command:
         raise config.ConfigError("--exec needs --emit exec-per-event")
+    if args.interrupt and not args.ack_stdin:
+        raise config.ConfigError("--interrupt needs --ack-stdin")
     if args.ack_stdin:
         from kijito_pull.harnesses.pi.acksink import AckSink, StdinCommands
 
         commands = StdinCommands(env.stdin, loop, env.stderr)
         commands.start()
-        sink = AckSink(env.stdout, commands, timeout=args.ack_timeout, errors=env.stderr)
+        sink = AckSink(env.stdout, commands, timeout=args.ack_timeout, errors=env.stderr, interrupt=args.interrupt)
         # The controller (pi) confirms each message itself: a pending hand-over held by this process,
         # claimed back at once if it dies, and never waited for under the cursor's lock.
         me = process.me()

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from kijito_pull.sandbox import Sandbox
 from tests import entrypoints
 from tests.e2e import harness as h
-from tests.e2e.fakemodel import FakeModel, text_of
+from tests.e2e.fakemodel import FakeModel, ToolUse, text_of
 
 EXTENSION = h.REPO_ROOT / "extensions" / "kijito-pull.ts"
 TOKEN = "pi-e2e-token"
@@ -132,11 +132,22 @@ def invocations(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if line.strip()]
 
 
-def opt_in(project: Path, persona: str = PERSONA) -> Path:
-    """Make ``project`` an opted-in repository (its own .git bounds the AGENTS.md search)."""
+def opt_in(project: Path, persona: str = PERSONA, interrupt: str | None = None) -> Path:
+    """Make ``project`` an opted-in repository (its own .git bounds the AGENTS.md search);
+    ``interrupt`` adds an ``inbox interrupt:`` line (else the default, ``all``)."""
     project.mkdir(parents=True, exist_ok=True)
     (project / ".git").mkdir(exist_ok=True)
-    (project / "AGENTS.md").write_text(f"# Project\n\n- inbox monitor: raise on start\n- inbox persona: {persona}\n")
+    policy = f"- inbox interrupt: {interrupt}\n" if interrupt else ""
+    (project / "AGENTS.md").write_text(
+        f"# Project\n\n- inbox monitor: raise on start\n- inbox persona: {persona}\n{policy}")
+    return project
+
+
+def not_opted_in(project: Path) -> Path:
+    """A repository whose AGENTS.md talks about the inbox but has no opt-in line."""
+    project.mkdir(parents=True, exist_ok=True)
+    (project / ".git").mkdir(exist_ok=True)
+    (project / "AGENTS.md").write_text(f"# Project\n\nWe use a Kijito inbox named {PERSONA}; no monitor here.\n")
     return project
 
 
@@ -482,6 +493,31 @@ def gated_model(model: FakeModel, limit: float = 60.0) -> Iterator[threading.Eve
     finally:
         gate.set()
         model.reply = saved
+
+
+def tool_results_in(request: dict) -> int:
+    """How many tool results the conversation of a model request holds (Anthropic shape): how far
+    the run of tool calls had got when pi asked."""
+    body = request.get("body") if isinstance(request.get("body"), dict) else {}
+    return sum(1 for message in body.get("messages") or [] if isinstance(message, dict)
+               and isinstance(message.get("content"), list)
+               for block in message["content"] if isinstance(block, dict) and block.get("type") == "tool_result")
+
+
+RUN_DONE = "RUN-DONE: all tool calls finished"
+
+
+def busy_with_tools(calls: int, seconds: float) -> Callable[[dict], Any]:
+    """A fake-model reply that keeps pi busy: a bash ``sleep`` tool call per answer until the
+    conversation holds ``calls`` tool results, then the text ``RUN_DONE`` for this and every later
+    request (so a later turn ends at once). Each answer is a fresh call (its own tool_use id)."""
+
+    def reply(request: dict) -> Any:
+        if tool_results_in(request) < calls:
+            return ToolUse("bash", {"command": f"sleep {seconds:g}"})
+        return RUN_DONE
+
+    return reply
 
 
 def rpc_events(session: PiSession, kind: str) -> list[dict]:

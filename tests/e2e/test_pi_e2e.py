@@ -39,8 +39,14 @@ def sb(netns: h.NetNS) -> Iterator[Sandbox]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return ph.opt_in(tmp_path / "project")
+def project(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """An opted-in project; ``@pytest.mark.parametrize("project", [POLICY], indirect=True)`` gives it an
+    ``inbox interrupt: POLICY`` line (else the default, all: mail may reach a busy run as a steer)."""
+    return ph.opt_in(tmp_path / "project", interrupt=getattr(request, "param", None))
+
+
+# The tests of a message queued behind a run as pi's followUp; mail allowed to interrupt is a steer.
+FOLLOW_UP = pytest.mark.parametrize("project", ["turn-end"], indirect=True)
 
 
 def _session(harness: h.Harness, sb: Sandbox, model: FakeModel, tmp_path: Path, project: Path,
@@ -114,6 +120,7 @@ def test_idle_rpc_session_is_woken_by_mail(pi_harness: h.Harness, sb: Sandbox, f
         assert ph.wait_until(lambda: not any(ph.alive(p) for p in children), 5), "the watch child outlived pi"
 
 
+@FOLLOW_UP
 def test_mail_during_a_run_is_queued_as_the_next_turn(pi_harness: h.Harness, sb: Sandbox,
                                                       fake_model: FakeModel, tmp_path: Path,
                                                       project: Path) -> None:
@@ -150,6 +157,7 @@ def _answer(session: ph.PiSession, event_id: str, timeout: float = 15.0) -> dict
     return found[0]
 
 
+@FOLLOW_UP
 def test_mail_during_a_run_is_acked_only_once_pi_shows_it(pi_harness: h.Harness, sb: Sandbox,
                                                           fake_model: FakeModel, tmp_path: Path,
                                                           project: Path) -> None:
@@ -195,6 +203,7 @@ def test_mail_during_a_run_is_acked_only_once_pi_shows_it(pi_harness: h.Harness,
 PROMPT_RETURN = 3.0  # a hook or --once beside a waiting pi returns within this (the hook's lock wait is 2 s)
 
 
+@FOLLOW_UP
 def test_hook_and_once_beside_pi_waiting_to_show_mail_neither_wait_nor_duplicate(
         pi_harness: h.Harness, sb: Sandbox, fake_model: FakeModel, tmp_path: Path, project: Path) -> None:
     """While pi holds a message it has not shown yet (queued behind a run; its watch child waits for
@@ -285,6 +294,7 @@ def test_hook_and_once_beside_pi_waiting_to_show_mail_neither_wait_nor_duplicate
             rows, held_id, once_id, hook_id)
 
 
+@FOLLOW_UP
 def test_session_ending_before_pi_shows_mail_does_not_ack_it(pi_harness: h.Harness, sb: Sandbox,
                                                              fake_model: FakeModel, tmp_path: Path,
                                                              project: Path) -> None:
@@ -317,6 +327,152 @@ def test_session_ending_before_pi_shows_mail_does_not_ack_it(pi_harness: h.Harne
         _reached(nxt, "UNSHOWN-MAIL", timeout=20)
         _settle([nxt], ["UNSHOWN-MAIL"])
         assert ph.handed_over([nxt], "UNSHOWN-MAIL") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Mail that reaches a busy agent: the project's `inbox interrupt:` policy, steer or followUp
+# ---------------------------------------------------------------------------------------------
+TOOL_CALLS, TOOL_SECONDS = 5, 2.0  # the run: five bash `sleep 2` calls, about 10 s of tools
+STEER_BOUND = TOOL_SECONDS + 6.0  # a steer lands after the current tool call; generous for a shared machine
+
+
+@pytest.mark.parametrize("project", ["all", "turn-end"], indirect=True)
+def test_mail_during_a_run_of_tool_calls_steers_or_waits_by_the_interrupt_policy(
+        pi_harness: h.Harness, sb: Sandbox, fake_model: FakeModel, tmp_path: Path, project: Path,
+        request: pytest.FixtureRequest) -> None:
+    """pi kept busy by a model that answers with tool calls (bash `sleep`): with `inbox interrupt: all`
+    a message sent mid-run reaches a model request during the run, between two tool calls (a steer),
+    and the run goes on; with `turn-end` it waits until the run's last answer and becomes the next
+    turn (a followUp). Either way it is acknowledged once, only once pi showed it, and the cursor
+    moves past it."""
+    policy = request.node.callspec.params["project"]
+    steer = policy == "all"
+    fake_model.reply = ph.busy_with_tools(TOOL_CALLS, TOOL_SECONDS)
+    session = _session(pi_harness, sb, fake_model, tmp_path, project, record_stdin=True)
+    with session.proc as proc:
+        _watching(session)
+        assert f"--interrupt {policy}" in " ".join(ph.invocations(session.log)), ph.invocations(session.log)
+        proc.send({"type": "prompt", "message": "USER-PROMPT-TOOLS: run the test suite"})
+        # The first tool call has run and the model asked for the second: the run is busy with tools.
+        second = fake_model.wait_for(lambda r: r["path"].endswith("/v1/messages") and ph.tool_results_in(r) == 1,
+                                     timeout=30)
+        assert second is not None, "pi never ran the first tool call\n" + session.diagnostics()
+        mid, sent_at = _send(sb, "INTERRUPT-MAIL")
+        event_id = f"{ph.PERSONA}:new:{mid}"
+        queue = "steering" if steer else "followUp"
+        queued = proc.wait_for_event(
+            lambda e: e.get("type") == "queue_update" and "INTERRUPT-MAIL" in str(e.get(queue)), timeout=10)
+        assert queued is not None, f"the mail was not queued as a {queue} message\n" + session.diagnostics()
+        mail = _reached(session, "INTERRUPT-MAIL", timeout=TOOL_CALLS * TOOL_SECONDS + 30)
+        # The run's last model request: all tool calls done, answered with RUN_DONE.
+        final = fake_model.wait_for(lambda r: r["path"].endswith("/v1/messages")
+                                    and ph.tool_results_in(r) == TOOL_CALLS, timeout=TOOL_CALLS * TOOL_SECONDS + 30)
+        assert final is not None, "the run never finished its tool calls\n" + session.diagnostics()
+        answer = _answer(session, event_id)
+        assert answer["command"] == {"ack": event_id}, answer
+        done = ph.wait_until(lambda: ph.rpc_events(session, "agent_end"), 30)
+        assert done, "the run never ended\n" + session.diagnostics()
+        reached_after = mail["time"] - sent_at
+        if steer:
+            # Between two tool calls of the run: fewer tool results than the run makes, before its end.
+            assert ph.tool_results_in(mail) < TOOL_CALLS, (ph.tool_results_in(mail), session.diagnostics())
+            assert ph.RUN_DONE not in text_of(mail)
+            assert mail["index"] < final["index"]
+            assert reached_after < STEER_BOUND, f"steered {reached_after:.2f} s after the send\n" + (
+                session.diagnostics())
+            # The run went on with its tool calls after the model had the mail.
+            assert ph.tool_results_in(final) > ph.tool_results_in(mail)
+            assert answer["t"] < final["time"], (answer["t"], final["time"])
+        else:
+            # After the run's last answer, as the next turn.
+            assert mail["index"] > final["index"]
+            assert ph.tool_results_in(mail) == TOOL_CALLS and ph.RUN_DONE in text_of(mail)
+            assert not any("INTERRUPT-MAIL" in text_of(r) for r in fake_model.model_requests
+                           if r["index"] <= final["index"])
+            assert answer["t"] >= final["time"], (answer["t"], final["time"])
+        assert answer["t"] <= mail["time"] + 1.0, (answer["t"], mail["time"])  # shown, then sent to the model
+        users = ph.user_texts(mail)
+        assert "USER-PROMPT-TOOLS" in users[0] and "INTERRUPT-MAIL" in users[-1], users
+        # Delivered once: one user message in the conversation, one ack, the cursor past it, nothing pending.
+        _settle([session], ["INTERRUPT-MAIL"])
+        assert ph.handed_over([session], "INTERRUPT-MAIL") == 1, session.diagnostics()
+        assert len(ph.answers(session.stdin_log, event_id)) == 1, session.diagnostics()
+        rows = ph.Puller(sb, tmp_path / "state", project, tmp_path / "puller-home").status()
+        assert rows and rows[0]["cursor"] == mid and rows[0]["pending"] == [], rows
+        assert "already processing" not in session.output().lower()
+        errors = [e for e in proc.events if e.get("type") == "response" and e.get("success") is False]
+        assert errors == [], errors
+
+
+# ---------------------------------------------------------------------------------------------
+# The settled sweep, and a project that did not opt in
+# ---------------------------------------------------------------------------------------------
+def test_the_settled_sweep_pulls_mail_the_child_was_not_woken_for(pi_harness: h.Harness, sb: Sandbox,
+                                                                  fake_model: FakeModel, tmp_path: Path,
+                                                                  project: Path) -> None:
+    """notify/pending answers with a stale count (no unread mail for anyone), so the arrival of a
+    message during a run does not make the watch child read the inbox. When the run settles (pi 1.x:
+    `agent_settled`; 0.73.x: shortly after `agent_end`) the extension asks the child to pull, and the
+    message reaches the model then, once."""
+    sb.add_fault({"kind": "mutate", "path": "/api/notify/pending", "set": {"result": []}})
+    session = _session(pi_harness, sb, fake_model, tmp_path, project, record_stdin=True,
+                       env={"KIJITO_PULL_PI_DEBUG": "1"})
+    with session.proc as proc:
+        _watching(session)
+        with ph.gated_model(fake_model) as release:
+            proc.send({"type": "prompt", "message": "USER-PROMPT-SWEEP: refactor the parser"})
+            _reached(session, "USER-PROMPT-SWEEP", timeout=15)  # its answer is held: the run is busy
+            mid, sent_at = _send(sb, "SWEEP-MAIL")
+            event_id = f"{ph.PERSONA}:new:{mid}"
+            # The child heard of the arrival (its long-poll answered after the send) and, told by the
+            # count that nothing is unread, did not read the inbox.
+            heard = ph.wait_until(lambda: [r for r in sb.requests if r["path"] == "/api/notify/pending"
+                                           and r["ts"] > sent_at and r["status"] == 200], 10)
+            assert heard, "the watch child's long-poll never answered after the send"
+            time.sleep(1.0)
+            assert not [r for r in sb.requests if r["path"] == "/api/inbox" and r["ts"] > sent_at], \
+                "the child read the inbox without a sweep: this test proves nothing"
+            assert not [e for e in ph.stdin_lines(session.stdin_log) if e.get("command") == {"sweep": True}]
+            release.set()
+        mail = _reached(session, "SWEEP-MAIL", timeout=20)
+        sweeps = [e for e in ph.stdin_lines(session.stdin_log) if e.get("command") == {"sweep": True}]
+        assert sweeps and sweeps[0]["t"] <= mail["time"], (sweeps, session.diagnostics())
+        inbox_reads = [r for r in sb.requests if r["path"] == "/api/inbox" and r["ts"] > sent_at]
+        assert inbox_reads and inbox_reads[0]["ts"] >= sweeps[0]["t"] - 0.5, (inbox_reads, sweeps)
+        # The event that settled the run on this line of pi.
+        settled_by = "agent_settled" if pi_harness.name == "pi1" else "agent_end"
+        assert f"the agent settled ({settled_by})" in proc.stderr_text(), session.diagnostics()
+        if pi_harness.name == "pi073":
+            assert "the agent settled (agent_settled)" not in proc.stderr_text()
+        _settle([session], ["SWEEP-MAIL"])
+        assert ph.handed_over([session], "SWEEP-MAIL") == 1, session.diagnostics()
+        assert [a["command"] for a in ph.answers(session.stdin_log, event_id)] == [{"ack": event_id}]
+
+
+def test_a_project_that_did_not_opt_in_stays_silent(pi_harness: h.Harness, sb: Sandbox, fake_model: FakeModel,
+                                                    tmp_path: Path) -> None:
+    """pi with the extension in a project whose AGENTS.md has no opt-in line: mail is waiting and more
+    arrives, a run starts and settles, and nothing reaches Kijito (the sandbox logs no request) or the
+    model (no request carries mail); the extension only asked `kijito-pull optin` and started no child."""
+    quiet = ph.not_opted_in(tmp_path / "quiet")
+    _send(sb, "QUIET-MAIL-WAITING")
+    sb.clear_requests()
+    session = _session(pi_harness, sb, fake_model, tmp_path, quiet, env={"KIJITO_PULL_PI_DEBUG": "1"})
+    with session.proc as proc:
+        optin = ph.wait_until(lambda: ph.invocations(session.log), 20)
+        assert optin, "the extension never asked whether the project opted in\n" + session.diagnostics()
+        _send(sb, "QUIET-MAIL-ARRIVING")
+        proc.send({"type": "prompt", "message": "USER-PROMPT-QUIET: hello"})
+        _reached(session, "USER-PROMPT-QUIET", timeout=15)
+        assert ph.wait_until(lambda: ph.rpc_events(session, "agent_end"), 15), session.diagnostics()
+        time.sleep(2.0)  # past the settle sweep of either line, were there a child to ask
+        assert sb.requests == [], f"the extension reached the Kijito API: {sb.requests}"
+        assert not [r for r in fake_model.model_requests if "QUIET-MAIL" in text_of(r)]
+        calls = ph.invocations(session.log)
+        assert len(calls) == 1 and calls[0].split(" ", 1)[1].startswith("optin --json --cwd"), calls
+        assert ph.watch_children(proc.proc.pid) == []
+        assert session.status_count("inbox") == 0
+        assert ph.TOKEN not in session.output()
 
 
 def test_mail_during_a_manual_compaction_waits_for_it(pi_harness: h.Harness, sb: Sandbox, fake_model: FakeModel,

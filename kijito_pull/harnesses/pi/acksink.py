@@ -1,6 +1,7 @@
 """The acknowledge-over-stdin protocol: the controlling process confirms each message it handed over.
 
-Used by the pi extension, whose "took it" is `pi.sendUserMessage` returning, something only it can see.
+Used by the pi extension, whose "took it" is pi showing the message in its session (the `message_end`
+of the user message, not `pi.sendUserMessage` returning), something only it can see.
 watch writes each event as an NDJSON line on stdout; for a `new` event it then waits for one line on
 stdin before acknowledging the message and handing over the next:
 
@@ -14,6 +15,15 @@ Each `new` event written in this mode also carries `text`: the message rendered 
 `render.for_model` (facts, sanitized and quoted body, clipped with a marker and the command that
 reads the rest), so the controller hands the model exactly the framing every other entry point uses
 instead of re-implementing it, whatever `--content-chars` clipped `content` to (none with --no-content).
+
+With an interrupt policy (`watch --ack-stdin --interrupt all|urgent|turn-end`, the project's `inbox
+interrupt:` line, which the extension reads from `kijito-pull optin --json`), each `new` event also
+carries `deliver_as`: `"steer"` for mail the policy lets reach the agent in the middle of a run
+(`optin.may_interrupt` with the message's `urgent`), `"followUp"` for mail that waits for the run's
+end. The words are pi's `sendUserMessage` options, so the extension passes them on as they are. Without
+a policy the field is left out and the controller decides (an extension that predates it sends every
+message as a followUp, the behaviour before there was a policy); the acknowledgement rule is the same
+either way.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from typing import IO
 from kijito_pull.core import render
 from kijito_pull.core.models import Message
 from kijito_pull.core.sink import CLOSED, PULL_NOW
+from kijito_pull.harnesses.session.optin import may_interrupt
 from kijito_pull.sinks.stdout import NdjsonSink
 
 MAX_LINE = 64 * 1024
@@ -78,15 +89,19 @@ class AckSink(NdjsonSink):
     """NDJSON on stdout; a message counts as taken only when the controller acknowledges its event_id."""
 
     def __init__(self, stream: IO[str], commands: StdinCommands, timeout: float = 60.0,
-                 errors: IO[str] = sys.stderr):
+                 errors: IO[str] = sys.stderr, interrupt: str | None = None):
         super().__init__(stream)
         self.commands = commands
         self.timeout = timeout
         self.errors = errors
+        self.interrupt = interrupt  # an optin.INTERRUPT_POLICIES value, or None: no deliver_as
 
     def deliver(self, event: dict, message: Message) -> bool:
         if message is not None and event.get("event") == "new" and "content" in event:  # not with --no-content
             event = dict(event, text=render.for_model(event.get("persona") or "", [message]))
+        if message is not None and event.get("event") == "new" and self.interrupt is not None:
+            steer = may_interrupt(self.interrupt, message.urgent)
+            event = dict(event, deliver_as="steer" if steer else "followUp")
         if not super().deliver(event, message):
             return False
         wanted = event["event_id"]

@@ -57,3 +57,35 @@ def test_a_deeply_nested_control_line_is_reported_not_fatal():
     commands.run()
     assert "malformed control line" in errors.getvalue()
     assert loop.get_nowait() == PULL_NOW  # the line after it is still obeyed
+
+
+# -- the interrupt policy: deliver_as on each `new` line ---------------------------------------------------
+
+
+def _line(interrupt, urgent) -> dict:
+    message = Message(id=7, sender="loom", content="build is red", created="2026-01-01T00:00:00Z", read=False,
+                      urgent=urgent)
+    event = EventFactory().new("river", message, content_chars=220)
+    out = io.StringIO()
+    commands = StdinCommands(io.StringIO(""), queue.Queue())
+    commands.acks.put(("ack", event["event_id"]))
+    assert AckSink(out, commands, timeout=1.0, errors=io.StringIO(), interrupt=interrupt).deliver(event, message)
+    return json.loads(out.getvalue())
+
+
+def test_deliver_as_follows_the_interrupt_policy_and_the_message_urgency() -> None:
+    expected = {
+        ("all", True): "steer", ("all", False): "steer", ("all", None): "steer",
+        ("urgent", True): "steer", ("urgent", False): "followUp", ("urgent", None): "followUp",  # unstated: not urgent
+        ("turn-end", True): "followUp", ("turn-end", False): "followUp", ("turn-end", None): "followUp",
+    }
+    got = {key: _line(*key)["deliver_as"] for key in expected}
+    assert got == expected
+
+
+def test_no_policy_no_deliver_as_and_signals_never_carry_it() -> None:
+    assert "deliver_as" not in _line(None, True)  # an older extension's child: the extension decides
+    out = io.StringIO()
+    AckSink(out, StdinCommands(io.StringIO(""), queue.Queue()), interrupt="all").signal(
+        EventFactory().signal("armed", "river"))
+    assert "deliver_as" not in json.loads(out.getvalue())
