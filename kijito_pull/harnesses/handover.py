@@ -355,9 +355,10 @@ def _mark_handed(holder: Holder, transcript: Transcript) -> None:
         pass  # the deadline and the holder's liveness still claim it back
 
 
-def confirm_at_end(inp: HookInput, environ: Mapping[str, str]) -> None:
+def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Sequence[str] = ()) -> None:
     """SessionEnd (and /clear): confirm what the transcript shows of this session's hand-overs and make
-    the rest unseen again at once, so the next session gets it without waiting for a deadline."""
+    the rest unseen again at once, so the next session gets it without waiting for a deadline. `also`:
+    other holder keys of the same session (Claude Code's pusher, kijito_pull.harnesses.claude.push)."""
     session = holder_of(inp, environ)
     if session is None:
         return
@@ -369,11 +370,15 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str]) -> None:
         state = loaded.state
         if state is None:
             return
-        held = [i for i, e in state.pending.items() if e.held_by(holder.key)]
-        if not held:
+        keys = [holder.key, *also]
+        held = {key: [i for i, e in state.pending.items() if e.held_by(key)] for key in keys}
+        everything = [i for ids in held.values() for i in ids]
+        if not everything:
             return
-        seen = _shown(transcript, inp.persona, held)
-        ready.engine.settle(holder.key, confirmed=seen, released=set(held) - seen)
+        seen = _shown(transcript, inp.persona, everything)
+        for key, ids in held.items():
+            if ids:
+                ready.engine.settle(key, confirmed=seen & set(ids), released=set(ids) - seen)
     finally:
         ready.close()
         transcript.forget()

@@ -7,10 +7,16 @@ a marker (`core.render.ref`), so a later hook of the same session confirms a pen
 finding its markers there (core/pending.py): never by our own write, which a harness may drop (a
 killed hook's output is discarded).
 
-Transcripts grow large, so each session's is read incrementally: the offset reached is kept beside the
-session's lease (Paths.sessions_dir), and each look reads only what was appended since, plus a little
-overlap so a marker split across two reads is still found. A transcript that was replaced (shorter than
-the offset, or another path) is read again from the start.
+Transcripts grow large, so each session's is read incrementally, line by line: the offset reached (the
+start of the first line not yet complete) is kept beside the session's lease (Paths.sessions_dir), and
+each look reads only what was appended since. A transcript that was replaced (shorter than the offset,
+or another path) is read again from the start. A marker in the incomplete last line counts too, and
+that line is read again by the next look.
+
+A line that only records Claude Code's message queue (`{"type":"queue-operation",...}`: a message sent
+through the session inbox socket was queued, or taken off the queue) does not show the model anything:
+its markers are reported as `queued` (the session accepted the message; kijito_pull.harnesses.claude.push)
+and never as shown.
 """
 
 from __future__ import annotations
@@ -24,16 +30,25 @@ from pathlib import Path
 from kijito_pull.core.paths import Paths
 
 CHUNK = 1 << 20
-OVERLAP = 64  # longer than any marker
 MAX_READ = 256 << 20  # one look reads at most this much; the rest is read by the next look
+QUEUE_LINE = b'{"type":"queue-operation"'  # Claude Code's record of its own message queue
+
+
+class Seen:
+    """What one look found: ids whose marker the model was shown, and ids only queued for it."""
+
+    def __init__(self) -> None:
+        self.shown: set[int] = set()
+        self.queued: set[int] = set()
 
 
 class Transcript:
     """One session's transcript, read from where the last look stopped."""
 
-    def __init__(self, paths: Paths, session_id: str, path: str):
+    def __init__(self, paths: Paths, session_id: str, path: str, reader: str = "transcript"):
         self.path = path
-        self._offset_file = paths.sessions_dir / f"{session_id}.transcript"
+        #: how far this reader got (the hooks and the session's pusher each keep their own)
+        self._offset_file = paths.sessions_dir / f"{session_id}.{reader}"
         #: exists while this session may hold hand-overs (session/lifecycle.handed_marker names the same file)
         self.handed_marker = paths.sessions_dir / f"{session_id}.handed"
         self._reached: int | None = None
@@ -64,42 +79,68 @@ class Transcript:
                 path.unlink()
 
     def find(self, markers: Mapping[str, int], *, keep: bool = True) -> set[int]:
-        """The ids whose marker (marker -> id) appears in what the transcript gained since the last look.
-        An unreadable or missing transcript confirms nothing (the hand-over is claimed back later).
+        """The ids whose marker (marker -> id) the model was shown in what the transcript gained since the
+        last look. An unreadable or missing transcript confirms nothing (the hand-over is claimed back later).
 
         keep=False: how far it read is kept only by `keep_reached`, which the caller calls once what it
         found is confirmed durably; a kill before that makes the next look read the same part again."""
+        return self.scan(markers, keep=keep).shown
+
+    def scan(self, markers: Mapping[str, int], *, keep: bool = True) -> Seen:
+        """`find`, also reporting the ids whose marker is only in a queue-operation line (queued)."""
+        seen = Seen()
         if not markers:
-            return set()
+            return seen
         wanted = {m.encode("ascii"): i for m, i in markers.items()}
-        found: set[int] = set()
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         except OSError:
-            return found
+            return seen
         with os.fdopen(fd, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             start = self._start()
             if start > size:
                 start = 0  # replaced or truncated: read it again
-            position = max(0, start - OVERLAP)
-            handle.seek(position)
-            end = min(size, position + MAX_READ)
-            tail = b""
-            while position < end:
-                chunk = handle.read(min(CHUNK, end - position))
+            if start:
+                handle.seek(start - 1)
+                if handle.read(1) != b"\n":  # an offset kept mid-line (an older version): skip to the next line
+                    rest = handle.read(min(CHUNK, size - start))
+                    cut = rest.find(b"\n")
+                    start = start + cut + 1 if cut >= 0 else size
+            handle.seek(start)
+            end = min(size, start + MAX_READ)
+            position = start  # the start of the first line not yet complete
+            carry = b""
+            while position + len(carry) < end:
+                chunk = handle.read(min(CHUNK, end - position - len(carry)))
                 if not chunk:
                     break
-                window = tail + chunk
-                for marker, ident in wanted.items():
-                    if ident not in found and marker in window:
-                        found.add(ident)
-                tail = window[-OVERLAP:]
-                position += len(chunk)
+                window = carry + chunk
+                last = window.rfind(b"\n")
+                if last < 0:
+                    carry = window
+                    continue
+                self._classify(window[:last + 1], wanted, seen)
+                position += last + 1
+                carry = window[last + 1:]
+            if carry:
+                self._classify(carry, wanted, seen)  # incomplete: counted now, read again next time
         self._reached = position
         if keep:
             self._save(position)
-        return found
+        return seen
+
+    @staticmethod
+    def _classify(block: bytes, wanted: Mapping[bytes, int], seen: Seen) -> None:
+        present = [(m, i) for m, i in wanted.items() if i not in seen.shown and m in block]
+        if not present:
+            return
+        for line in block.split(b"\n"):
+            queue = line.startswith(QUEUE_LINE)
+            for marker, ident in present:
+                if ident not in seen.shown and marker in line:
+                    (seen.queued if queue else seen.shown).add(ident)
+        seen.queued -= seen.shown
 
     def keep_reached(self) -> None:
         """Keep how far the last `find(..., keep=False)` read."""

@@ -121,13 +121,16 @@ STOP_ECHO = "Stop hook blocking error from command"
 def handovers(fm: FakeModel, request: dict, needles: list[str]) -> dict[str, int]:
     """How often each needle was handed to the model, as the conversation in `request` shows it.
 
-    Claude Code 2.1.197 keeps a Stop hook's block reason twice in later requests: as the user text
-    "Stop hook feedback: ..." and as a system-role "Stop hook blocking error from command ..." copy.
-    The copy is Claude Code's, not a second hand-over, so it is not counted."""
+    Claude Code (2.1.197 and 2.1.332) keeps a Stop hook's block reason twice in later requests: as the
+    user text "Stop hook feedback: ..." and as a system-role "Stop hook blocking error from command ..."
+    copy (a string in 2.1.197, a text block in 2.1.332). The copy is Claude Code's, not a second
+    hand-over, so it is not counted."""
     body = request.get("body") or {}
     kept = []
     for message in body.get("messages", []):
         content = message.get("content")
+        if isinstance(content, list) and content and isinstance(content[0], dict):
+            content = content[0].get("text")
         if message.get("role") == "system" and isinstance(content, str) and content.startswith(STOP_ECHO):
             continue
         kept.append(message)

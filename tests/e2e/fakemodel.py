@@ -10,8 +10,9 @@ Answers, on 127.0.0.1 (random port unless one is given):
 
 A reply is a short assistant text (``"ok"`` by default) ending the turn (``end_turn`` / ``stop``),
 or, on the Anthropic API, a tool call (``ToolUse("Bash", {"command": "sleep 3"})``, ``stop_reason``
-``tool_use``) that keeps a harness busy running the tool and asking again. Every request is recorded (in memory, thread-safe, and optionally appended to a
-JSONL file) so a test can prove that some text reached the model::
+``tool_use``) that keeps a harness busy running the tool and asking again. Every request is
+recorded (in memory, thread-safe, and optionally appended to a JSONL file) so a test can prove that
+some text reached the model::
 
     with FakeModel() as fm:
         run_harness(base_url=fm.url)

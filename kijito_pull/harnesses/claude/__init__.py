@@ -17,6 +17,8 @@ HARNESS = Harness(
                                                   "started", wants="kijito_pull.harnesses.claude.gate:is_doorbell"),
         Hook("claude-waker", "SessionStart", "SessionStart/Stop (asyncRewake): the session's one waker; exits 2 "
                                              "with a\ndoorbell when new mail arrives (interactive sessions only)"),
+        Hook("claude-pusher", "SessionStart", "SessionStart (async): in claude -p with a session inbox socket, "
+                                              "pushes new\nmail into the run as it arrives (headless only)"),
         Hook("claude-session-end", "SessionEnd", "SessionEnd: ends the session's waker"),
     ),
     nothing="",

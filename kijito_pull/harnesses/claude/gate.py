@@ -18,8 +18,10 @@ SESSION_START = "claude-session-start"
 STOP = "claude-stop"
 PROMPT = "claude-prompt"
 WAKER = "claude-waker"
+PUSHER = "claude-pusher"
 SESSION_END = "claude-session-end"
-HOOKS = (SESSION_START, STOP, PROMPT, WAKER, SESSION_END)
+HOOKS = (SESSION_START, STOP, PROMPT, WAKER, PUSHER, SESSION_END)
+SOCKET_ENV = "CLAUDE_CODE_MESSAGING_SOCKET"  # kijito_pull.harnesses.claude.inbox_socket (a test keeps them equal)
 
 MODE_ENV = "KIJITO_PULL_MODE"
 SESSION_ENV = "CLAUDE_CODE_SESSION_ID"
@@ -62,9 +64,11 @@ def early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -> int | 
             say(stderr, f"{inp.hook}: {exc}")
         # Mail handed to this session and not yet confirmed: the runtime settles it from the transcript.
         return None if lifecycle.handed_marker(environ, inp.session_id).exists() else 0
-    if inp.hook == WAKER:
-        if inp.mode != INTERACTIVE:
-            return 0  # headless runs get no waker: their Stop hook hands the mail over
+    if inp.hook in (WAKER, PUSHER):
+        if inp.hook == WAKER and inp.mode != INTERACTIVE:
+            return 0  # headless runs get no waker: a wake would be dropped (their pusher and Stop hook serve them)
+        if inp.hook == PUSHER and (inp.mode == INTERACTIVE or not environ.get(SOCKET_ENV)):
+            return 0  # the pusher is for headless runs with an inbox socket (interactive: the waker pushes)
         if inp.session_id is None:
             say(stderr, f"{inp.hook}: {lifecycle.Result.SESSION_ID_UNAVAILABLE.value}: {inp.session_problem}")
             return 0

@@ -12,6 +12,14 @@ what only Claude Code has: the doorbell prompt and the waker.
                           wakes the idle session). It acknowledges nothing: the mail itself is handed
                           over by the prompt hook of the turn it starts, or by the next Stop hook, so
                           a wake that never lands loses nothing.
+                          Where the session has an inbox socket (Claude Code 2.1.224+), the waker is
+                          also the session's pusher (kijito_pull.harnesses.claude.push): mail the
+                          project's interrupt policy lets through is pushed into the session as it
+                          arrives, busy or idle, and confirmed from the transcript; the rest still
+                          rings the doorbell (which a busy session answers after its turn).
+    claude-pusher         SessionStart, `async`, headless runs (`claude -p`) only, and only where the
+                          session has an inbox socket: the same process without a doorbell (a headless
+                          wake would be dropped); what it does not push, the Stop hook hands over.
     claude-session-end    SessionEnd (answered in the gate, kijito_pull.harnesses.claude.gate): ends
                           the session's waker.
 
@@ -40,7 +48,9 @@ from kijito_pull.core.state import LockTimeout, StateError
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.base import INTERACTIVE
 from kijito_pull.harnesses.claude import host as claude_host
-from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, SESSION_END, SESSION_START, STOP, WAKER
+from kijito_pull.harnesses.claude import inbox_socket
+from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, PUSHER, SESSION_END, SESSION_START, STOP, WAKER
+from kijito_pull.harnesses.claude.push import Pusher, push_holder_key
 from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_TIMEOUT: read by tests and benches
     BUDGET_ENV,
     DEFAULT_BUDGET,
@@ -77,9 +87,9 @@ def sync_key(data: Mapping[str, Any]) -> str:
 
 def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
     """Run one hook. Never raises, never prints a traceback: problems are one stderr line and exit 0."""
-    if inp.hook == WAKER:
+    if inp.hook in (WAKER, PUSHER):
         try:
-            return run_waker(inp, env)
+            return run_waker(inp, env) if inp.hook == WAKER else run_pusher(inp, env)
         except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
             say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
             return 0
@@ -101,7 +111,8 @@ def session_end(inp: HookInput, env: Environment) -> int:
     """SessionEnd (the gate ended the waker): what this session was handed and its transcript shows is
     confirmed, the rest is unseen again at once, so the next session gets it."""
     try:
-        handover.confirm_at_end(inp, env.environ)
+        also = [push_holder_key(inp.session_id)] if inp.session_id else []
+        handover.confirm_at_end(inp, env.environ, also=also)
         if inp.session_id:  # also when the input named no transcript
             lifecycle.handed_marker(env.environ, inp.session_id).unlink(missing_ok=True)
     except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
@@ -131,8 +142,21 @@ def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
                 f"by itself; it is handed over when a turn ends. The Monitor tool can watch the inbox: "
                 f"Monitor({{command: {json.dumps(command)}, description: {json.dumps('Kijito inbox for ' + persona)}, "
                 f"persistent: true}})")
+    if inbox_socket.from_environ(environ)[0] is not None:
+        return (f"New mail for {persona} reaches this session by itself as it arrives: kijito-pull pushes it "
+                f"through Claude Code's session inbox (between tool calls when busy, as a new turn when idle)"
+                f"{_policy_clause(inp)}.")
     return (f"New mail for {persona} wakes this session by itself: kijito-pull's waker rings when it arrives "
             f"and the mail is handed over in that turn.")
+
+
+def _policy_clause(inp: HookInput) -> str:
+    policy = getattr(inp.optin, "interrupt", "all")
+    if policy == "urgent":
+        return "; during a turn only mail marked urgent is pushed, the rest is handed over when the turn ends"
+    if policy == "turn-end":
+        return "; during a turn nothing is pushed: mail is handed over when the turn ends"
+    return ""
 
 
 def session_start(inp: HookInput, env: Environment, out: Output) -> int:
@@ -187,7 +211,7 @@ class Waker:
                  ring_stream: IO[str], ring_code: int, errors: IO[str], sync_key: str | None = None,
                  grace: float = WAKER_GRACE, wait: int = WAKER_WAIT, poll: float = WAKER_POLL,
                  check_every: float = WAKER_CHECK, max_life: float = WAKER_MAX_LIFE,
-                 exit_fn: Callable[[int], None] = os._exit):
+                 exit_fn: Callable[[int], None] = os._exit, pusher: Pusher | None = None, can_ring: bool = True):
         self.ready = ready
         self.engine = ready.engine
         self.notify_client = notify_client
@@ -211,6 +235,8 @@ class Waker:
         self._stop = threading.Event()
         self.initial_ppid = os.getppid()
         self.started = time.time()
+        self.pusher = pusher  # pushes through the session inbox socket (None: the doorbell only)
+        self.can_ring = can_ring  # False in a headless run: no doorbell, the Stop hook hands the rest over
 
     # -- ending -------------------------------------------------------------------------------------
     def quit(self, code: int, why: str | None = None) -> None:
@@ -289,6 +315,8 @@ class Waker:
             return self._loop()
         finally:
             self._stop.set()
+            if self.pusher is not None:
+                self.pusher.finish()
             if self._quitting.acquire(blocking=False):
                 lifecycle.release(self.environ, self.session_id, self.me)
             self.ready.close()
@@ -329,9 +357,16 @@ class Waker:
         quiet = 0
         last_unread: int | None = None
         while not self._stop.is_set():
+            if self.pusher is not None:
+                due = self._check_pushes() or due
+                if self.pusher is None and not self.can_ring:
+                    return 0  # a headless run without the socket: the Stop hook hands everything over
             if due:
                 try:
                     pending = self.peek()
+                    if self.pusher is not None and any(self.pusher.wanted(m) for m in pending):
+                        self.pusher.push()
+                        pending = [m for m in pending if not self.pusher.wanted(m)]
                 except LockTimeout:
                     if not self._sleep(0.2):
                         return 0
@@ -339,16 +374,22 @@ class Waker:
                 except (ApiError, StateError) as exc:
                     failures += 1
                     pause = min(30.0, 2.0 ** min(failures, 5) / 2)
-                    say(self.errors, f"{WAKER}: {self.persona}: {_failure(exc)}; retrying in {pause:g} s")
+                    say(self.errors, f"{self.name}: {self.persona}: {_failure(exc)}; retrying in {pause:g} s")
                     if not self._sleep(pause):
                         return 0
                     continue
                 failures = 0
-                if pending and max(m.id for m in pending) > rung:
-                    return self.ring(pending)
                 due = False
+                if self.pusher is not None and self.pusher.refused is not None:
+                    continue  # _check_pushes falls back at the top of the loop
+                if self.can_ring and pending and max(m.id for m in pending) > rung:
+                    if self.pusher is None or not self.pusher.waiting:
+                        return self.ring(pending)
+                    due = True  # ring once the pushes in flight are settled (leaving now would orphan them)
             started = time.monotonic()
             wait, cursor = protocol.request()
+            if self.pusher is not None and self.pusher.waiting and wait:
+                wait = 1  # short holds while a push waits for its confirmation
             retry_after = None
             try:
                 counts = protocol.on_success(self.notify_client.notify_pending(wait=wait, cursor=cursor))
@@ -370,6 +411,81 @@ class Waker:
         return 0
 
 
+    @property
+    def name(self) -> str:
+        return WAKER if self.can_ring else PUSHER
+
+    def _check_pushes(self) -> bool:
+        """Settle pushes from the transcript; when the socket stopped working, fall back (the doorbell in
+        an interactive session; nothing in a headless run, whose Stop hook then hands the mail over).
+        True when unseen mail should be looked at again now."""
+        pusher = self.pusher
+        assert pusher is not None
+        try:
+            pusher.check()
+        except (ApiError, StateError, LockTimeout) as exc:
+            say(self.errors, f"{self.name}: cannot settle pushed mail yet ({_failure(exc)})")
+        if pusher.refused is None:
+            return False
+        if pusher.waiting:
+            return False  # what Claude Code queued is still confirmed before the pusher goes
+        say(self.errors, f"{self.name}: session {self.session_id}: not pushing any more: {pusher.refused}")
+        self.pusher = None
+        return True
+
+
+def _pusher_for(inp: HookInput, ready: Setup, environ: Mapping[str, str], errors: IO[str],
+                me: lifecycle.Proc) -> tuple[Pusher | None, str]:
+    """The session's pusher, when it has an inbox socket that accepts connections and a transcript."""
+    from kijito_pull.core.paths import Paths
+    from kijito_pull.harnesses.transcript import transcript_of
+
+    sock, why = inbox_socket.from_environ(environ)
+    if sock is None or inp.session_id is None:
+        return None, why
+    paths = Paths(environ)
+    found = transcript_of(inp.data, paths, inp.session_id)
+    if found is None:
+        return None, "the hook input names no transcript, so a push could not be confirmed"
+    transcript = type(found)(paths, inp.session_id, found.path, reader="push-transcript")
+    marker = lifecycle.handed_marker(environ, inp.session_id)
+
+    def mark_handed() -> None:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            marker.touch(mode=0o600)
+        except OSError:
+            pass
+
+    return Pusher(ready.engine, sock, transcript, persona=inp.persona, session_id=inp.session_id,
+                  policy=inp.optin.interrupt, pid=me.pid, pid_start=me.start, errors=errors,
+                  mark_handed=mark_handed), why
+
+
+def run_pusher(inp: HookInput, env: Environment) -> int:
+    """claude-pusher (a headless run with an inbox socket): the session's one process that pushes new mail
+    into it; no doorbell. Where there is no socket it leaves at once and the Stop hook does the work."""
+    sid = inp.session_id
+    if sid is None:
+        return 0
+    sock, why = inbox_socket.from_environ(env.environ)
+    if sock is None:
+        return 0
+    outcome, waker = arm(inp.project, inp.persona, sid, env.environ, env.stderr, host=lifecycle.host_process(),
+                         source=str(inp.data.get("source") or inp.data.get("hook_event_name") or ""),
+                         options={"sync_key": sync_key(inp.data), "can_ring": False}, push_input=inp)
+    if waker is None:
+        if outcome.result is not lifecycle.Result.ALREADY_ARMED:
+            say(env.stderr, f"{PUSHER}: {outcome.line()}")
+        return 0
+    if waker.pusher is None:
+        waker.ready.close()
+        waker.notify_client.close()
+        lifecycle.release(env.environ, sid, waker.me)
+        return 0
+    return waker.run_with_signals()
+
+
 def run_waker(inp: HookInput, env: Environment) -> int:
     """claude-waker: arm this session's one waker and wait; exit 2 with the doorbell when mail comes."""
     environ = env.environ
@@ -382,7 +498,7 @@ def run_waker(inp: HookInput, env: Environment) -> int:
         return 0
     outcome, waker = arm(inp.project, inp.persona, sid, environ, env.stderr, host=lifecycle.host_process(),
                          source=str(inp.data.get("source") or inp.data.get("hook_event_name") or ""),
-                         options={"sync_key": sync_key(inp.data)})
+                         options={"sync_key": sync_key(inp.data)}, push_input=inp)
     if waker is None:
         if outcome.result is not lifecycle.Result.ALREADY_ARMED:
             say(env.stderr, f"{WAKER}: {outcome.line()}")
@@ -392,8 +508,10 @@ def run_waker(inp: HookInput, env: Environment) -> int:
 
 def arm(project: str, persona: str, session_id: str, environ: Mapping[str, str], errors: IO[str], *,
         host: lifecycle.Proc | None, source: str | None = None, ring_stream: IO[str] | None = None,
-        ring_code: int = 2, options: dict[str, Any] | None = None) -> tuple[lifecycle.Outcome, Waker | None]:
-    """Take the session's lease and build its waker; or say, typed, why there is none."""
+        ring_code: int = 2, options: dict[str, Any] | None = None,
+        push_input: HookInput | None = None) -> tuple[lifecycle.Outcome, Waker | None]:
+    """Take the session's lease and build its waker; or say, typed, why there is none. With `push_input`
+    (the hook's input), the waker also pushes through the session's inbox socket when it has one."""
     Result = lifecycle.Result
     try:
         if lifecycle.stop_marker(environ, project, persona) is not None:
@@ -416,7 +534,11 @@ def arm(project: str, persona: str, session_id: str, environ: Mapping[str, str],
         ready.close()
         return outcome, None
     notify_client = ready.context.new_client()  # the long-poll holds its own connection
+    pusher = None
+    if push_input is not None:
+        pusher, why = _pusher_for(push_input, ready, environ, errors, me)
+        lifecycle.write_push_mode(environ, session_id, pusher is not None, why)
     waker = Waker(ready, notify_client, environ, session_id=session_id, project=lifecycle.project_key(project),
                   persona=persona, me=me, host=host, ring_stream=ring_stream if ring_stream is not None else errors,
-                  ring_code=ring_code, errors=errors, **(options or {}))
+                  ring_code=ring_code, errors=errors, pusher=pusher, **(options or {}))
     return outcome, waker

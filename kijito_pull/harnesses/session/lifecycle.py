@@ -8,6 +8,8 @@ Stdlib only: hooks reach this before anything heavy is imported. Everything live
     sessions/<session id>.rung     the highest message id the session's doorbell already rang for
     sessions/<session id>.blocks   consecutive Stop-hook blocks (the cap on Stop loops)
     sessions/<session id>.synced   which event's synchronous hook last finished its pull
+    sessions/<session id>.push     whether the session's waker pushes through Claude Code's inbox socket
+    sessions/<session id>.current  what the session's waker knew of the inbox, and when (lean hooks)
     sessions/.lock                 serializes every lease change
     stops/<key>.json               the durable stop marker of one (project, persona)
 
@@ -304,7 +306,7 @@ def end_session(environ: Mapping[str, str], session_id: str) -> Outcome:
     with _locked(environ) as directory:
         lease = _read_json(directory / f"{session_id}.json")
         _unlink(directory / f"{session_id}.json")
-        for suffix in (".rung", ".blocks", ".synced", ".transcript"):
+        for suffix in (".rung", ".blocks", ".synced", ".transcript", ".push-transcript", ".push", ".current"):
             _unlink(directory / f"{session_id}{suffix}")
     # Outside the lock: a waker being ended takes the lock to give its lease back.
     ended = lease is not None and isinstance(lease.get("pid"), int) and terminate(lease["pid"], lease.get("pid_start"))
@@ -370,6 +372,17 @@ def write_rung(environ: Mapping[str, str], session_id: str, through: int) -> Non
 def write_synced(environ: Mapping[str, str], session_id: str, key: str) -> None:
     """A synchronous hook of one event is done with its pull (the waker of the same event waits for it)."""
     _write_json(sessions_dir(environ) / f"{session_id}.synced", {"key": key, "at": time.time()})
+
+
+def write_push_mode(environ: Mapping[str, str], session_id: str, pushing: bool, why: str) -> None:
+    """Record whether the session's waker pushes through the inbox socket (and why, or why not)."""
+    with contextlib.suppress(LifecycleError):
+        _write_json(sessions_dir(environ) / f"{session_id}.push", {"pushing": pushing, "why": why[:300],
+                                                                    "at": _now()})
+
+
+def read_push_mode(environ: Mapping[str, str], session_id: str) -> dict[str, Any] | None:
+    return _read_json(sessions_dir(environ) / f"{session_id}.push")
 
 
 def handed_marker(environ: Mapping[str, str], session_id: str) -> Path:

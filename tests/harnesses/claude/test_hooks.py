@@ -649,6 +649,9 @@ def test_plugin_files_call_only_known_hooks():
                     wakers += 1
                     assert hook["async"] is True and hook["asyncRewake"] is True
                     assert hook["timeout"] > claude.WAKER_MAX_LIFE
+                elif words[2] == "claude-pusher":  # claude -p: async, but never asyncRewake (its wake is dropped)
+                    assert hook["async"] is True and "asyncRewake" not in hook
+                    assert hook["timeout"] > claude.WAKER_MAX_LIFE
                 else:
                     assert "async" not in hook and hook["timeout"] >= 5
     assert wakers == 2  # armed at session start and re-armed at every turn end

@@ -1,0 +1,140 @@
+"""Pushing new mail into a Claude Code session through its inbox socket, and confirming it.
+
+The session's one long-lived process (the waker, kijito_pull.harnesses.claude.hooks) owns a `Pusher`
+when the session has an inbox socket (kijito_pull.harnesses.claude.inbox_socket). A busy session reads
+a pushed message at its next tool boundary; an idle one takes a new turn with it.
+
+    push()   under the cursor lock: the unseen mail the project's interrupt policy lets through
+             (`inbox interrupt:`, kijito_pull.harnesses.session.optin.may_interrupt), rendered as one
+             hand-over (core.render.hand_over: data, with each message's `kijito-ref:` marker), recorded
+             as pending with the pusher's own holder, then written to the socket
+    check()  reads the transcript (harnesses/transcript.py): a marker in a queue-operation line means
+             Claude Code queued the message (accepted); anywhere else, that the model was given it, and
+             only then is it acknowledged (Engine.settle). A push that shows neither within
+             `accept_wait` seconds was not taken (`crossSessionInbound` hold or refuse, a socket that
+             swallows messages): it is unseen again at once and the pusher stops pushing (`refused`),
+             so the doorbell and the Stop hook deliver it instead.
+
+One message is never handed over on two paths: the pending entries are held by
+`claude-push:<session id>` with the pusher's own pid, so while the pusher lives the session's Stop and
+prompt hooks (holder `claude:<session id>`) see them as held by another live holder and leave them
+alone; if the pusher dies they are claimed back and the hooks hand them over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import IO
+
+from kijito_pull.core import render
+from kijito_pull.core.engine import Engine
+from kijito_pull.core.models import Message
+from kijito_pull.core.pending import Holder
+from kijito_pull.harnesses.claude.inbox_socket import InboxSocket
+from kijito_pull.harnesses.hookgate import say
+from kijito_pull.harnesses.session.optin import may_interrupt
+from kijito_pull.harnesses.transcript import Transcript
+
+ACCEPT_WAIT = 5.0  # seconds for the transcript to show a push queued or given to the model
+PUSH_TTL = 30 * 60.0  # a push queued behind a long tool call may wait this long before it is claimed back
+PUSH_KEY = "claude-push"
+SOCKET_NOTE = ("kijito-pull pushed this Kijito mail into the session through Claude Code's session inbox as it "
+               "arrived; it was not typed by the user.")
+
+
+def push_holder_key(session_id: str) -> str:
+    return f"{PUSH_KEY}:{session_id}"
+
+
+class Pusher:
+    def __init__(self, engine: Engine, sock: InboxSocket, transcript: Transcript, *, persona: str,
+                 session_id: str, policy: str, pid: int, pid_start: str | None, errors: IO[str],
+                 mark_handed: Callable[[], None] = lambda: None, accept_wait: float = ACCEPT_WAIT,
+                 clock: Callable[[], float] = time.monotonic):
+        self.engine = engine
+        self.socket = sock
+        self.transcript = transcript
+        self.persona = persona
+        self.policy = policy
+        self.holder = Holder(push_holder_key(session_id), pid, pid_start, ttl=PUSH_TTL)
+        self.errors = errors
+        self.mark_handed = mark_handed
+        self.accept_wait = accept_wait
+        self.clock = clock
+        self.inflight: dict[int, float] = {}  # pushed, not yet seen queued or shown: id -> when
+        self.queued: set[int] = set()  # Claude Code queued it; the model has not been given it yet
+        self.confirmed: list[int] = []
+        self.refused: str | None = None  # why this pusher stopped pushing
+
+    def wanted(self, message: Message) -> bool:
+        """May this message reach the agent mid-turn (the project's interrupt policy)?"""
+        return may_interrupt(self.policy, message.urgent)
+
+    @property
+    def waiting(self) -> bool:
+        """Pushes not yet confirmed (the waker must not leave, or ring, while there are any)."""
+        return bool(self.inflight or self.queued)
+
+    def push(self) -> list[int]:
+        """Push the unseen mail that may interrupt; returns the ids written to the socket. Raises ApiError
+        or StateError like any pull (nothing was handed over then)."""
+        if self.refused is not None:
+            return []
+        failed: list[int] = []
+        with self.engine.open(holder=self.holder) as pull:
+            batch = [m for m in pull.pending if self.wanted(m)]
+            if not batch:
+                return []
+            notes = [f"kijito-pull note ({e.get('event', 'note')}): {e.get('reason') or 'see `kijito-pull status`'}."
+                     for e in pull.signals]
+            text, shown = render.hand_over(self.persona, batch, extra_notes=[SOCKET_NOTE, *notes])
+            self.mark_handed()  # before the hand-over: SessionEnd then settles whatever is pending
+            pull.hand_over(shown)  # durable before the write: a kill after it loses nothing
+            try:
+                self.socket.send(text)
+            except (OSError, ValueError) as exc:
+                failed = [m.id for m in shown]
+                self.refused = f"the session inbox socket cannot be written ({type(exc).__name__}: {exc})"
+        if failed:
+            self.engine.settle(self.holder.key, released=failed)
+            return []
+        now = self.clock()
+        for m in shown:
+            self.inflight[m.id] = now
+        return [m.id for m in shown]
+
+    def check(self) -> None:
+        """Confirm from the transcript what the model was given; give back what the session never took."""
+        if not self.waiting:
+            return
+        ids = set(self.inflight) | self.queued
+        seen = self.transcript.scan({render.ref(self.persona, i): i for i in ids}, keep=False)
+        shown = seen.shown & ids
+        for i in shown | seen.queued:
+            self.inflight.pop(i, None)
+        self.queued = (self.queued | (seen.queued & ids)) - shown
+        now = self.clock()
+        late = sorted(i for i, at in self.inflight.items() if now - at > self.accept_wait)
+        if shown or late:
+            self.engine.settle(self.holder.key, confirmed=shown, released=late)
+        self.transcript.keep_reached()  # only once what it found is durable
+        self.confirmed += sorted(shown)
+        if late:
+            for i in late:
+                self.inflight.pop(i, None)
+            self.refused = (f"the session did not take what was pushed within {self.accept_wait:g} s (is "
+                            f"`crossSessionInbound` set to hold or refuse?)")
+            say(self.errors, f"claude push: {self.refused}; message(s) {', '.join(map(str, late))} are unseen "
+                             f"again and go by the doorbell or the Stop hook")
+
+    def finish(self) -> None:
+        """On the way out: confirm what the transcript shows, give back what was never queued. (What Claude
+        Code queued stays pending with this pusher and is claimed back once its process is gone.)"""
+        with contextlib.suppress(Exception):
+            self.check()
+        if self.inflight:
+            with contextlib.suppress(Exception):
+                self.engine.settle(self.holder.key, released=list(self.inflight))
+            self.inflight.clear()
