@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import datetime
 import itertools
 import time
@@ -366,7 +367,8 @@ class Engine:
                 entry = entries.get(i)
                 if entry is not None and entry.held_by(holder):
                     entries[i] = entry.released()
-            after = CursorState(cursor=state.cursor, delivered_above=sorted(above), pin=state.pin, pending=entries)
+            # Everything else the state holds (recent ids, refusals, parked mail) is kept as it is.
+            after = dataclasses.replace(state, delivered_above=sorted(above), pending=entries)
             if after != state:
                 self.store.save(after)
 
