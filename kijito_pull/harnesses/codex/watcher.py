@@ -34,11 +34,11 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from kijito_pull.core import render
-from kijito_pull.core.lock import LockTimeout
+
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.state import StateError
+from kijito_pull.core.state import LockTimeout, StateError
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.codex import appserver
 from kijito_pull.harnesses.hookgate import HookInput, say

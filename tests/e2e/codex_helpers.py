@@ -1,0 +1,96 @@
+"""Helpers for the end-to-end tests of kijito-pull's Codex hooks against the real Codex CLI, offline.
+
+Codex (the version `scripts/install-harnesses` pins) talks to the fake model's Responses API on loopback
+(a custom provider with `wire_api = "responses"`), with analytics and plugins off, inside the harness
+network namespace. Hooks are installed and trusted the way a user would: `kijito-pull install codex
+--user --trust` (which asks `codex app-server` for the hooks' keys and hashes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.e2e import claude_helpers as ch
+from tests.e2e import harness as h
+
+API_KEY_ENV = "FAKE_CODEX_KEY"
+
+
+def codex_bin(harness: h.Harness) -> Path:
+    return Path(harness.argv[0]).parent
+
+
+def write_config(home: Path, model_url: str, trusted_projects: tuple[Path, ...] = ()) -> Path:
+    """$HOME/.codex/config.toml: the fake model as the only provider; nothing else phones home."""
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    lines = [
+        'model = "fake-model"',
+        'model_provider = "fake"',
+        "",
+        "[model_providers.fake]",
+        'name = "fake"',
+        f'base_url = "{model_url}/v1"',
+        'wire_api = "responses"',
+        f'env_key = "{API_KEY_ENV}"',
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[features]",
+        "plugins = false",
+        "",
+    ]
+    for project in trusted_projects:
+        lines += [f'[projects."{project}"]', 'trust_level = "trusted"', ""]
+    path = codex_home / "config.toml"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def codex_env(harness: h.Harness, home: Path, sandbox_url: str, state: Path, **extra: str) -> dict[str, str]:
+    """Codex's environment: its home, the fake key, and what the hooks need (this repository's
+    kijito-pull and the pinned codex first on PATH)."""
+    hook = ch.hook_env(sandbox_url, state)
+    env = h.base_env(home, {**hook, "CODEX_HOME": str(home / ".codex"), API_KEY_ENV: "dummy",
+                            "PATH": f"{ch.venv_bin()}{os.pathsep}{codex_bin(harness)}{os.pathsep}"
+                                    f"{os.environ.get('PATH', '')}"})
+    env.update(extra)
+    return env
+
+
+def kp(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """This repository's kijito-pull, as a user runs it (inside the namespace, so it reaches the sandbox)."""
+    argv = h.netns().wrap([str(ch.venv_bin() / "kijito-pull"), *args])
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def run_exec(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extra: str,
+             timeout: float = 90) -> subprocess.CompletedProcess:
+    argv = h.netns().wrap(harness.cmd("exec", "--skip-git-repo-check", *extra, prompt))
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          start_new_session=True)
+
+
+def hooks_file(home: Path) -> Path:
+    return home / ".codex" / "hooks.json"
+
+
+def doctor(env: dict[str, str], cwd: Path) -> dict[str, dict]:
+    out = kp(env, cwd, "doctor", "--json", "--persona", ch.PERSONA)
+    found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return {f["check"]: f for f in found}
+
+
+def rollout_lines(home: Path, session_id: str) -> list[dict]:
+    for path in (home / ".codex" / "sessions").rglob(f"*{session_id}.jsonl"):
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return []
+
+
+def daemon_stop(harness: h.Harness, env: dict[str, str]) -> None:
+    subprocess.run(h.netns().wrap(harness.cmd("app-server", "daemon", "stop")), env=env, capture_output=True,
+                   timeout=30)
