@@ -140,6 +140,8 @@ export interface OptIn {
   problem?: string | null;
   /** Which mail may interrupt a run: all | urgent | turn-end; absent from older CLIs. */
   interrupt?: string | null;
+  /** An `inbox interrupt:` value the CLI did not know (it then uses turn-end). */
+  interrupt_problem?: string | null;
 }
 
 /** A running child, reduced to what the bridge needs (real ones wrap node's ChildProcess). */
@@ -451,6 +453,10 @@ export class Bridge {
     }
     this.persona = optin.persona;
     this.interrupt = typeof optin.interrupt === "string" ? optin.interrupt : undefined;
+    if (typeof optin.interrupt_problem === "string" && optin.interrupt_problem) {
+      // A typo in the line must not pass in silence: the CLI then lets no mail interrupt a run.
+      this.notify(`kijito-pull: ${sanitize(optin.interrupt_problem).slice(0, 400)}`, "warning");
+    }
     this.spawnChild();
   }
 

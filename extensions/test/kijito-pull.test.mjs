@@ -403,6 +403,18 @@ describe("session start", () => {
     assert.ok(!older.world.child.args.includes("--interrupt"));
   });
 
+  test("an interrupt line optin did not understand: a warning, and the child gets the policy optin chose", async () => {
+    const problem = "'inbox interrupt: sometimes' in /work/project/AGENTS.md is not one of all, urgent, turn-end; " +
+      "no mail interrupts a turn until it is";
+    const { world, ctx } = await started({
+      optin: { opted_in: true, persona: "river", interrupt: "turn-end", interrupt_problem: problem },
+    });
+    assert.ok(world.child.args.join(" ").includes("--interrupt turn-end"));
+    assert.equal(ctx.notes.length, 1);
+    assert.equal(ctx.notes[0][1], "warning");
+    assert.match(ctx.notes[0][0], /inbox interrupt: sometimes/);
+  });
+
   test("KIJITO_PULL_BIN names the CLI for both calls", async () => {
     const { world } = await started({ env: { KIJITO_PULL_BIN: "/venv/bin/kijito-pull" } });
     assert.equal(world.execCalls[0].bin, "/venv/bin/kijito-pull");

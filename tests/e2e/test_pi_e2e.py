@@ -424,11 +424,12 @@ def test_the_settled_sweep_pulls_mail_the_child_was_not_woken_for(pi_harness: h.
             _reached(session, "USER-PROMPT-SWEEP", timeout=15)  # its answer is held: the run is busy
             mid, sent_at = _send(sb, "SWEEP-MAIL")
             event_id = f"{ph.PERSONA}:new:{mid}"
-            # The child heard of the arrival (its long-poll answered after the send) and, told by the
-            # count that nothing is unread, did not read the inbox.
+            # The child heard of the arrival (a long-poll answered with the new mail's cursor: its next
+            # hold asks from there; the sandbox's cursor is "c_<newest id>") and, told by the count
+            # that nothing is unread, did not read the inbox.
             heard = ph.wait_until(lambda: [r for r in sb.requests if r["path"] == "/api/notify/pending"
-                                           and r["ts"] > sent_at and r["status"] == 200], 10)
-            assert heard, "the watch child's long-poll never answered after the send"
+                                           and r["query"].get("cursor") == f"c_{mid}"], 10)
+            assert heard, f"the watch child's long-poll never answered with the new mail: {sb.requests}"
             time.sleep(1.0)
             assert not [r for r in sb.requests if r["path"] == "/api/inbox" and r["ts"] > sent_at], \
                 "the child read the inbox without a sweep: this test proves nothing"
