@@ -16,10 +16,10 @@ read by a thread and copied), and SIGKILLs it after a random delay spread over i
 fetch, each delivery, each state write. watch and the pi child never exit by themselves, so every trial
 of theirs ends in a kill, and in some trials more mail arrives while they run.
 
-The Claude hooks run as Claude Code runs them: each call has a session id and the session's transcript
-(tests.entrypoints.ClaudeSession), and the harness appends a hook's answer (additionalContext, a Stop
+The Claude Code and Codex hooks run as their harnesses run them: each call has a session id and the
+session's transcript (tests.entrypoints.HarnessSession; Codex's rollout), and the harness appends a hook's answer (additionalContext, a Stop
 block's reason) to the transcript only when the hook completed (exit 0); a killed hook's output is
-dropped. Besides the random kills, --answer-kills trials per Claude hook kill it right after its answer:
+dropped. Besides the random kills, --answer-kills trials per hook kill it right after its answer:
 kill -9 the moment its stdout (a pipe, as the harness reads it) holds the answer, or the harness's hook
 timeout (the hook stalls 0..--after-answer-ms after its answer, then a SIGKILL at --hook-timeout from its
 start). After some trials the session ends (its SessionEnd hook) and a new one starts; the last session
@@ -39,9 +39,9 @@ it is lost. Checked, as in crash_trials.py:
               two hand-overs; a kill may cause at most one repeated hand-over
   exits       unkilled runs exit 0 (SessionEnd included, and it writes nothing); the lock is free at the end
 
-The Codex hooks still acknowledge once written (issue 13): a kill after that loses the mail, and it is
-counted as lost. `in_killed_output` counts the mail killed hooks showed, `in_killed_output_lost` how much
-of it never reached the model later.
+Since the Codex hooks confirm from the rollout too (issue 13), a kill after the answer loses nothing
+for either harness. `in_killed_output` counts the mail killed hooks showed, `in_killed_output_lost` how
+much of it never reached the model later (must be 0).
 
     .venv/bin/python scripts/crash_entries.py --entry all --kills 350 --answer-kills 200 --seed 1
 """
@@ -78,10 +78,11 @@ from tests.entrypoints import (  # noqa: E402
     HOOKS,
     PI_CHILD,
     SESSION_END,
+    CODEX_SESSION_END,
     SESSION_START,
     STOP,
     WATCH,
-    ClaudeSession,
+    HarnessSession,
     FileEvents,
     PiChild,
     System,
@@ -145,11 +146,10 @@ class EntryTrials:
                              extra_env={"KIJITO_PULL_MAX_STOP_BLOCKS": "100"})
         # Claude Code hooks run in sessions with transcripts (confirmation from the transcript); a session
         # ends now and then (its SessionEnd hook), and the next one starts.
-        self.claude = entry in CLAUDE_HOOKS
-        self.answer_quota = args.answer_kills if (self.claude or (args.codex_answer_kills and entry in CODEX_HOOKS)) \
-            else 0
-        self.sessions: list[ClaudeSession] = []
-        self.session: ClaudeSession | None = self.new_session() if self.claude else None
+        self.claude = entry in CLAUDE_HOOKS or entry in CODEX_HOOKS  # a hook in a session with a transcript
+        self.answer_quota = args.answer_kills if self.claude else 0
+        self.sessions: list[HarnessSession] = []
+        self.session: HarnessSession | None = self.new_session() if self.claude else None
         self.expected: set[int] = set()
         self.self_echo: set[int] = set()
         self.runs: list[Run] = []
@@ -225,8 +225,9 @@ class EntryTrials:
 
     # -- Claude Code sessions ------------------------------------------------------------------------
 
-    def new_session(self) -> ClaudeSession:
-        session = ClaudeSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}")
+    def new_session(self) -> HarnessSession:
+        session = HarnessSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}",
+                                 codex=self.entry in CODEX_HOOKS)
         self.sessions.append(session)
         self.session = session
         return session
@@ -238,10 +239,11 @@ class EntryTrials:
         index = len(self.runs)
         run = Run(index, "end", self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
                   session=self.session.id)
-        payload = self.system.hook_payload(SESSION_END, self.session.id, **self.session.fields())
-        proc = self.system.spawn_hook(SESSION_END, run.out, run.err, payload=payload)
+        end = CODEX_SESSION_END if self.entry in CODEX_HOOKS else SESSION_END
+        payload = self.system.hook_payload(end, self.session.id, **self.session.fields())
+        proc = self.system.spawn_hook(end, run.out, run.err, payload=payload)
         self._wait_or_kill(proc, None, run)
-        if run.out.read_text(errors="replace").strip():
+        if run.out.read_text(errors="replace").strip() not in ("", "{}"):  # Codex's "nothing to do" is {}
             self.problems.append(f"run {index} (SessionEnd) wrote to stdout: {run.out.read_text()[:300]!r}")
         self.runs.append(run)
         self.new_session()
@@ -565,17 +567,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=400,
                         help="SIGKILLs at a random moment per entry point (default 400)")
     parser.add_argument("--answer-kills", type=int, default=200,
-                        help="per Claude hook, kills right after its answer: kill -9 the moment its stdout holds "
+                        help="per Claude Code and Codex hook, kills right after its answer: kill -9 the moment its stdout holds "
                              "the answer, or the harness's timeout after it stalled there (default 200)")
-    parser.add_argument("--codex-answer-kills", action="store_true",
-                        help="the same kills for the Codex hooks (which still acknowledge once written)")
     parser.add_argument("--hook-timeout", type=float, default=1.5,
                         help="the harness's hook timeout in TIMEOUT trials, seconds from the hook's start "
                              "(default 1.5; Claude Code's is the hooks.json timeout, 15 s)")
     parser.add_argument("--after-answer-ms", type=float, default=8.0,
                         help="TIMEOUT trials: the hook stalls a random 0..N ms after its answer (default 8)")
     parser.add_argument("--end-share", type=float, default=0.08,
-                        help="share of Claude hook trials after which the session ends (SessionEnd)")
+                        help="share of hook trials after which the session ends (SessionEnd)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--max-batch", type=int, default=30)

@@ -43,11 +43,12 @@ CODEX_STOP = "hook-codex-stop"
 #: SessionEnd hands nothing over (it settles the session's pending hand-overs), so it is no entry point of
 #: its own; the crash trials run it to end a session.
 SESSION_END = "hook-session-end"
+CODEX_SESSION_END = "hook-codex-session-end"
 HOOK_NAMES = {SESSION_START: "claude-session-start", STOP: "claude-stop",
               CODEX_SESSION_START: "codex-session-start", CODEX_STOP: "codex-stop",
-              SESSION_END: "claude-session-end"}
+              SESSION_END: "claude-session-end", CODEX_SESSION_END: "codex-session-end"}
 HOOK_EVENTS = {SESSION_START: "SessionStart", STOP: "Stop", CODEX_SESSION_START: "SessionStart",
-               CODEX_STOP: "Stop", SESSION_END: "SessionEnd"}
+               CODEX_STOP: "Stop", SESSION_END: "SessionEnd", CODEX_SESSION_END: "SessionEnd"}
 CODEX_HOOKS = (CODEX_SESSION_START, CODEX_STOP)
 CLAUDE_HOOKS = (SESSION_START, STOP)
 HOOKS = (SESSION_START, STOP, *CODEX_HOOKS)
@@ -207,30 +208,37 @@ def _feed(proc: subprocess.Popen, payload: str) -> subprocess.Popen:
     return proc
 
 
-class ClaudeSession:
-    """One Claude Code session as the harness keeps it: a session id and a transcript (JSONL) to which
-    the harness appends a hook's answer (SessionStart/UserPromptSubmit `additionalContext`, a Stop
-    block's `reason`) only once the hook completed; a killed hook's output is dropped, never recorded
-    (../shared/harness-notes.md). The hooks confirm their hand-overs by finding the messages' markers here.
+class HarnessSession:
+    """One Claude Code or Codex session as the harness keeps it: a session id and a transcript (JSONL;
+    Codex calls it the rollout) to which the harness appends a hook's answer (SessionStart/UserPromptSubmit
+    `additionalContext`, a Stop block's `reason`) only once the hook completed; a killed hook's output is
+    dropped, never recorded (../shared/harness-notes.md, docs/codex.md). The hooks confirm their
+    hand-overs by finding the messages' markers here.
     """
 
-    def __init__(self, directory: Path, session_id: str):
+    def __init__(self, directory: Path, session_id: str, codex: bool = False):
         self.id = session_id
+        self.codex = codex
         self.transcript = Path(directory) / f"{session_id}.jsonl"
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
+        first = ({"type": "session_meta", "payload": {"id": session_id, "originator": "codex_exec"}} if codex
+                 else {"type": "summary", "sessionId": session_id})
         with self.transcript.open("a") as handle:
-            handle.write(json.dumps({"type": "summary", "sessionId": session_id}) + "\n")
+            handle.write(json.dumps(first) + "\n")
         self.hooks = 0  # hooks run in this session
 
     def fields(self) -> dict[str, Any]:
         return {"transcript_path": str(self.transcript)}
 
     def record(self, text: str) -> None:
-        """What Claude Code does with a completed hook's answer: the model is given it, the transcript
-        says so (the text JSON-escaped inside one JSONL line)."""
+        """What the harness does with a completed hook's answer: the model is given it, the transcript
+        says so (the text JSON-escaped inside one JSONL line; Codex: a developer message)."""
+        line = ({"type": "response_item", "payload": {"type": "message", "role": "developer",
+                                                      "content": [{"type": "input_text", "text": text}]}}
+                if self.codex else {"type": "attachment", "attachment": {"type": "hook_additional_context",
+                                                                         "content": [text]}})
         with self.transcript.open("a") as handle:
-            handle.write(json.dumps({"type": "attachment", "attachment": {
-                "type": "hook_additional_context", "content": [text]}}) + "\n")
+            handle.write(json.dumps(line) + "\n")
 
 
 @dataclass
