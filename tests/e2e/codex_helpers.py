@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from tests.e2e import claude_helpers as ch
@@ -94,3 +95,58 @@ def rollout_lines(home: Path, session_id: str) -> list[dict]:
 def daemon_stop(harness: h.Harness, env: dict[str, str]) -> None:
     subprocess.run(h.netns().wrap(harness.cmd("app-server", "daemon", "stop")), env=env, capture_output=True,
                    timeout=30)
+
+
+def start_tui(harness: h.Harness, env: dict[str, str], project: Path, fm, *, daemon: bool = True) -> h.Tmux:
+    """The interactive Codex under tmux, through its first turn (Codex starts the session, and runs its
+    SessionStart hooks, with the first prompt). Raises AssertionError with the screen if it never gets there."""
+    argv = h.netns().wrap(harness.cmd(*([] if daemon else ["--no-daemon"])))
+    tui = h.Tmux(argv, env={**env, "TERM": "xterm-256color"}, cwd=project)
+    try:
+        assert tui.wait_for_screen("Ask Codex", timeout=30), tui.capture()
+        # Codex's composer takes keys typed in a burst as a paste, Enter included: press Enter on its own,
+        # again if the first one was taken into the paste (an empty composer ignores it).
+        tui.type("say hello", enter=False)
+        for _ in range(5):
+            time.sleep(0.6)
+            tui.send_keys("Enter")
+            if ch.wait_until(lambda: bool(fm.model_requests), 5):
+                break
+        assert fm.model_requests, tui.capture()
+    except BaseException:
+        tui.kill()
+        raise
+    return tui
+
+
+def watchers(state: Path) -> list[int]:
+    """Live `kijito-pull hook codex-watch` processes serving this state dir (zombies excluded)."""
+    found = []
+    needle = f"KIJITO_PULL_STATE_DIR={state}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            if b"codex-watch" not in argv:
+                continue
+            if needle not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                continue
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+            if stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+                continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
+def watch_logs(state: Path) -> str:
+    return "\n".join(f"{p.name}: {p.read_text()[-3000:]}" for p in (state / "sessions").glob("*.watch.log"))
+
+
+def pending(env: dict[str, str], project: Path) -> list[dict]:
+    """The cursor's hand-overs held by a session (`status --json`); released ones are not listed."""
+    out = kp(env, project, "status", "--json", "--persona", ch.PERSONA)
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return [p for row in rows for p in row.get("pending") or [] if p.get("holder")]

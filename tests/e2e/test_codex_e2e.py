@@ -58,9 +58,7 @@ def setup(codex_harness, fake_model, sandbox, state, e2e_home, tmp_path):
 
 
 def _pending(env: dict[str, str], project: Path) -> list:
-    out = cx.kp(env, project, "status", "--json", "--persona", ch.PERSONA)
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    return [p for row in rows for p in row.get("pending") or []]
+    return cx.pending(env, project)
 
 
 def _unseen(env: dict[str, str], project: Path) -> str:
@@ -201,66 +199,28 @@ def test_project_hooks_in_an_untrusted_project_fail_doctor_until_trusted(
 # -- the interactive TUI: idle wake through `codex queue` ---------------------------------------------------
 
 
-def _logs(state: Path) -> str:
-    return "\n".join(f"{p.name}: {p.read_text()[-3000:]}" for p in (state / "sessions").glob("*.watch.log"))
-
-
-def _watchers(state: Path) -> list[int]:
-    import os
-
-    found = []
-    needle = f"KIJITO_PULL_STATE_DIR={state}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            if b"codex-watch" not in argv:
-                continue
-            if needle not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                continue
-            stat = Path(f"/proc/{entry}/stat").read_bytes()
-            if stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X"):
-                continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
-
-
 @pytest.mark.parametrize("daemon", [True, False], ids=["daemon", "no-daemon"])
 def test_idle_tui_is_woken_by_new_mail_once_and_nothing_is_left_running(
         codex_harness, fake_model, sandbox, state, e2e_home, tmp_path, daemon) -> None:
     project = ch.make_project(tmp_path)
     cx.write_config(e2e_home, fake_model.url, trusted_projects=(project,))
-    env = cx.codex_env(codex_harness, e2e_home, sandbox.url, state, TERM="xterm-256color")
+    env = cx.codex_env(codex_harness, e2e_home, sandbox.url, state)
     assert cx.kp(env, project, "install", "codex", "--user", "--trust").returncode == 0
-    argv = h.netns().wrap(codex_harness.cmd(*([] if daemon else ["--no-daemon"])))
-    with h.Tmux(argv, env=env, cwd=project) as tui:
+    with cx.start_tui(codex_harness, env, project, fake_model, daemon=daemon) as tui:
         try:
-            assert tui.wait_for_screen("Ask Codex", timeout=30), tui.capture()
-            # Codex's composer takes keys typed in a burst as a paste, Enter included: press Enter on its own,
-            # again if the first one was taken into the paste (an empty composer ignores it).
-            tui.type("say hello", enter=False)
-            for _ in range(5):
-                time.sleep(0.6)
-                tui.send_keys("Enter")
-                if ch.wait_until(lambda: bool(fake_model.model_requests), 5):
-                    break
-            assert fake_model.model_requests, tui.capture()
-            assert ch.wait_until(lambda: len(_watchers(state)) == 1, 15), "no watcher armed"
+            assert ch.wait_until(lambda: len(cx.watchers(state)) == 1, 15), "no watcher armed"
             time.sleep(1.0)  # the first turn ends; the session is idle
             start = len(fake_model.requests)
             sent_at = time.time()
             sandbox.send(ch.PERSONA, "loom", "MAIL-IDLE-WAKE: review PR 7")
             got = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=IDLE_WAKE_BUDGET + 10, start=start)
-            assert got is not None, _logs(state) + tui.capture()
+            assert got is not None, cx.watch_logs(state) + tui.capture()
             took = got["time"] - sent_at
             assert took <= IDLE_WAKE_BUDGET, f"woken {took:.1f} s after the send"
             assert ch.wait_until(lambda: _pending(env, project) == [], 15), _pending(env, project)
             time.sleep(1.0)
             assert _handed_times(fake_model, "MAIL-IDLE-WAKE") == 1
-            assert len(_watchers(state)) == 1
+            assert len(cx.watchers(state)) == 1
         finally:
             if daemon:
                 cx.daemon_stop(codex_harness, env)
@@ -269,4 +229,4 @@ def test_idle_tui_is_woken_by_new_mail_once_and_nothing_is_left_running(
             time.sleep(0.3)
             tui.send_keys("C-c")
         # The session's Codex process is gone: its watcher ends by itself, before any sweep.
-        assert ch.wait_until(lambda: not _watchers(state), 15), _watchers(state)
+        assert ch.wait_until(lambda: not cx.watchers(state), 15), cx.watchers(state)
