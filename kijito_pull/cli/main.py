@@ -28,7 +28,7 @@ COMMANDS = {
     "pull": "pull_cmd", "watch": "watch_cmd", "show": "show_cmd", "status": "status_cmd", "send": "send_cmd",
     "optin": "optin_cmd", "sandbox": "sandbox_cmd", "demo": "demo_cmd", "hook": "hook_cmd",
     "session": "lifecycle_cmd", "completion": "completion_cmd", "doctor": "doctor_cmd",
-    "install": "install_cmd", "uninstall": "install_cmd", "parked": "parked_cmd",
+    "install": "install_cmd", "uninstall": "install_cmd", "parked": "parked_cmd", "exec": "exec_cmd",
 }
 
 DESCRIPTION = """\

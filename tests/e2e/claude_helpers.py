@@ -161,3 +161,11 @@ def claude_cli(harness: h.Harness, home: Path, cwd: Path, *args: str,
     env = h.claude_env(home, "http://127.0.0.1:9")
     return subprocess.run(h.netns().wrap(harness.cmd(*args)), env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
+
+
+TUI_READY = ("for shortcuts", "shift+tab to cycle")  # 2.1.197's prompt footer; 2.1.332's (auto mode)
+
+
+def wait_tui_ready(tui: h.Tmux, timeout: float = 30) -> bool:
+    """The TUI shows its prompt, whichever Claude Code version draws it."""
+    return wait_until(lambda: any(n in tui.capture() for n in TUI_READY), timeout, step=0.25)

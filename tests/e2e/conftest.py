@@ -36,9 +36,11 @@ def fake_model(netns: h.NetNS, tmp_path: Path) -> Iterator[FakeModel]:
         fm.stop()
 
 
-@pytest.fixture
-def claude_harness() -> h.Harness:
-    return h.require_harness("claude")
+@pytest.fixture(params=["claude", "claude2"], ids=["claude-2.1.197", "claude-2.1.332"])
+def claude_harness(request: pytest.FixtureRequest) -> h.Harness:
+    """Each pinned Claude Code in turn: the oldest supported (2.1.197: no session inbox socket) and the
+    current release (2.1.332: the socket, so the waker pushes instead of ringing)."""
+    return h.require_harness(request.param)
 
 
 @pytest.fixture

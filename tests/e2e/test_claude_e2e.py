@@ -71,9 +71,11 @@ def test_claude_p_gets_waiting_mail_first_and_new_mail_at_stop_once(
     assert first == {"MAIL-WAITING": 1, "MAIL-LATE": 0}, first
     later = [ch.counts(fm, r, ["MAIL-WAITING", "MAIL-LATE"]) for r in convo[1:]]
     assert any(c["MAIL-LATE"] == 1 for c in later), (later, _diag(result))
-    # The Stop hook's feedback, not a prompt: and the run ended after it (no loop).
+    # The Stop hook's feedback (2.1.197), or pushed through the session inbox socket (2.1.332: the run's
+    # pusher is faster than the turn's end), not a prompt; and the run ended after it (no loop).
     late_request = next(r for r in convo if "MAIL-LATE" in fm.text_of(r))
-    assert "Stop hook" in fm.text_of(late_request)
+    via = "Stop hook" if claude_harness.name == "claude" else "Another Claude session sent a message"
+    assert via in fm.text_of(late_request) or "Stop hook" in fm.text_of(late_request)
     assert len(convo) <= 3, len(convo)
     # Nothing handed over twice: the whole conversation, as the last request carries it.
     assert ch.handovers(fm, convo[-1], ["MAIL-WAITING", "MAIL-LATE"]) == {"MAIL-WAITING": 1, "MAIL-LATE": 1}
@@ -132,14 +134,21 @@ def test_claude_p_acknowledges_only_what_the_model_was_shown(
         if shown_so_far >= set(sent):
             break
     assert set().union(*runs) == set(sent)
-    if not first_contact:
-        assert len(runs) >= 2  # one run (a start and one Stop block) did not fit 120: the rest waited
+    if not first_contact and claude_harness.name == "claude":
+        # One run (a start and one Stop block) did not fit 120: the rest waited. (2.1.332's pusher hands
+        # the rest over during the same run through the inbox socket.)
+        assert len(runs) >= 2
     for shown in runs:
         for ident, opening in shown.items():
             assert opening == f"BACKLOG-{sent.index(ident):03d}"
     first_run = runs[0]
     assert min(first_run) == sent[0] and sorted(first_run) == sent[:len(first_run)]  # the oldest first
-    assert _cursor(state)["cursor"] == sent[-1] and not _cursor(state).get("pending")
+    final = _cursor(state)
+    # Acknowledged: at or below the cursor, or confirmed above it (a pusher's confirmation is settled
+    # outside a pull, so the cursor itself moves past it at the next pull).
+    acked = {i for i in sent if i <= final["cursor"]} | set(final.get("delivered_above", []))
+    assert acked >= set(sent), final
+    assert not [e for e in final.get("pending", {}).values() if e.get("holder")], final
     repeats = sum(len(set(a) & set(b)) for i, a in enumerate(runs) for b in runs[i + 1:])
     assert repeats == 0, "a message confirmed in one run was handed over again in the next"
 
@@ -312,12 +321,12 @@ def test_tui_session_is_woken_when_idle_and_leaves_no_waker_after_exit(
     tui = h.start_claude_tui(claude_harness, base_url=fake_model.url, home=e2e_home, cwd=project,
                              plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state))
     with tui:
-        assert tui.wait_for_screen("for shortcuts", timeout=30), tui.capture()
+        assert ch.wait_tui_ready(tui), tui.capture()
         assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), tui.capture()
         tui.type("hello from the user")
         first = ch.wait_for_conversation(fake_model, "hello from the user", timeout=20)
         assert first is not None and "TUI-WAITING" in fake_model.text_of(first)  # SessionStart context
-        assert "wakes this session by itself" in fake_model.text_of(first)
+        assert "this session by itself" in fake_model.text_of(first)  # woken (2.1.197) or pushed to (2.1.332)
         assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
 
         time.sleep(1.0)  # idle

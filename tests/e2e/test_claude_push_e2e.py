@@ -191,3 +191,81 @@ def _pushers(state: Path) -> list[int]:
         except OSError:
             continue
     return found
+
+
+# -- interactive (the TUI under tmux) -----------------------------------------------------------------------
+
+
+def _push_mode(state: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (state / "sessions").glob("*.push")]
+
+
+def _start_tui(harness: h.Harness, fm: FakeModel, sandbox, state: Path, home: Path, project: Path,
+               extra: list[str]) -> h.Tmux:
+    tui = h.start_claude_tui(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.REPO],
+                             env=ch.hook_env(sandbox.url, state), extra_args=["--allowedTools", "Bash", *extra])
+    assert ch.wait_tui_ready(tui), tui.capture()
+    assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), tui.capture()
+    return tui
+
+
+def test_tui_gets_mail_pushed_when_idle_and_between_tool_calls_when_busy(
+    netns: h.NetNS, sandbox, state: Path, e2e_home: Path, tmp_path: Path
+) -> None:
+    harness = h.require_harness("claude2")
+    project = _project(tmp_path)
+    model = BusyModel(sandbox, "TUI-TASK run the steps", "TUI-BUSY-MAIL")
+    with FakeModel(model, bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")) as fm:
+        with _start_tui(harness, fm, sandbox, state, e2e_home, project, []) as tui:
+            assert ch.wait_until(lambda: _push_mode(state) and _push_mode(state)[0]["pushing"], 10), _push_mode(state)
+            [waker] = ch.waker_pids(state)
+
+            # Idle: the push itself starts a turn (no doorbell: the same waker process stays).
+            start = len(fm.requests)
+            sent = time.time()
+            sandbox.send(ch.PERSONA, "loom", "TUI-IDLE-MAIL: are you there")
+            request = ch.wait_for_conversation(fm, "TUI-IDLE-MAIL", timeout=15, start=start)
+            assert request is not None, tui.capture()
+            assert request["time"] - sent <= PUSH_BUDGET, request["time"] - sent
+            assert ch.waker_pids(state) == [waker]
+
+            # Busy: a turn of 9 tool calls; the mail is sent one second into the second one.
+            tui.type("TUI-TASK run the steps")
+            assert ch.wait_until(lambda: model.done_at is not None, 60), tui.capture()
+            convo = [r for r in fm.model_requests if ch.is_conversation(fm, r)]
+            busy = _first_with(fm, convo, "TUI-BUSY-MAIL")
+            assert _mid_turn(busy) and busy["time"] < model.done_at, "the mail waited for the turn's end"
+            assert busy["time"] - model.sent_at <= PUSH_BUDGET, busy["time"] - model.sent_at
+            time.sleep(3)  # let a duplicate (a Stop block, a doorbell turn) show up
+            last = [r for r in fm.model_requests if ch.is_conversation(fm, r)][-1]
+            assert ch.handovers(fm, last, ["TUI-IDLE-MAIL", "TUI-BUSY-MAIL"]) == {"TUI-IDLE-MAIL": 1,
+                                                                                  "TUI-BUSY-MAIL": 1}
+            assert ch.waker_pids(state) == [waker]
+            assert ch.wait_until(lambda: not _cursor(state).get("pending"), 5), _cursor(state)
+            tui.type("/exit")
+            assert ch.wait_until(lambda: ch.waker_pids(state) == [], 8), tui.capture()
+
+
+@pytest.mark.parametrize("name,inbound", [("claude2", "refuse"), ("claude", None)],
+                         ids=["2.1.332-refuse", "2.1.197-no-socket"])
+def test_tui_without_a_usable_socket_is_woken_by_the_doorbell_once(
+    netns: h.NetNS, sandbox, state: Path, e2e_home: Path, tmp_path: Path, name: str, inbound: str | None
+) -> None:
+    harness = h.require_harness(name)
+    project = _project(tmp_path)
+    with FakeModel("ok", bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")) as fm:
+        with _start_tui(harness, fm, sandbox, state, e2e_home, project, _settings(tmp_path, inbound)) as tui:
+            tui.type("hello from the user")  # Claude Code 2.1.197 wakes an idle TUI only after a first turn
+            assert ch.wait_for_conversation(fm, "hello from the user", timeout=20), tui.capture()
+            assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
+            time.sleep(1.0)
+            start = len(fm.requests)
+            sandbox.send(ch.PERSONA, "loom", "DOORBELL-MAIL: are you there")
+            # A refused push is noticed after 5 s (nothing in the transcript), then the doorbell rings.
+            request = ch.wait_for_conversation(fm, "DOORBELL-MAIL", timeout=20, start=start)
+            assert request is not None, tui.capture()
+            assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)  # re-armed at the turn's end
+            time.sleep(3)
+            last = [r for r in fm.model_requests if ch.is_conversation(fm, r)][-1]
+            assert ch.handovers(fm, last, ["DOORBELL-MAIL"]) == {"DOORBELL-MAIL": 1}
+            assert ch.wait_until(lambda: not _cursor(state).get("pending"), 5), _cursor(state)

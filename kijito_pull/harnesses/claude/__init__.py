@@ -29,5 +29,6 @@ HARNESS = Harness(
     confirmation=TRANSCRIPT,
     installer="kijito_pull.harnesses.claude.installer",
     install_help="Claude Code: the plugin, via `claude plugin marketplace add` + `claude plugin install`",
-    checks=(("waker", "kijito_pull.harnesses.claude.checks:check_waker"),),
+    checks=(("waker", "kijito_pull.harnesses.claude.checks:check_waker"),
+            ("push", "kijito_pull.harnesses.claude.checks:check_push")),
 )

@@ -38,3 +38,23 @@ def check_waker(ctx: Context) -> Finding:
                                   "turn end",
                    "`kijito-pull session status` (a stop marker?); is the plugin installed (harness.claude)? "
                    "the session-start context says which way new mail arrives")
+
+
+def check_push(ctx: Context) -> Finding:
+    """How new mail reaches a busy session: pushed through the session inbox socket, or at the turn's end;
+    and the one kind of run the plugin never sees (`claude -p --bare`)."""
+    bare = ("`claude -p --bare` runs no hooks and binds no inbox socket: such a run gets no mail from the "
+            "plugin; scripts use `kijito-pull exec -- claude -p --bare ...`")
+    raw = ctx.environ.get(SESSION_ENV) or None
+    sid = lifecycle.check_session_id(raw)[0] if raw else None
+    if sid is None:
+        return Finding("push", OK, f"not inside a Claude Code session; note: {bare}")
+    mode = lifecycle.read_push_mode(ctx.environ, sid)
+    if mode is None:
+        return Finding("push", OK, f"session {sid}: no waker has reported yet (mail arrives at turn ends and by "
+                                   f"the doorbell); note: {bare}")
+    if mode.get("pushing"):
+        return Finding("push", OK, f"session {sid}: new mail is pushed into the session as it arrives "
+                                   f"({mode.get('why')})")
+    return Finding("push", OK, f"session {sid}: not pushing ({mode.get('why')}); mail arrives by the doorbell and "
+                               f"at turn ends (Claude Code 2.1.224+ pushes between tool calls)")

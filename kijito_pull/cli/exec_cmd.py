@@ -1,0 +1,170 @@
+"""`kijito-pull exec -- COMMAND ...`: run an agent command with the inbox's waiting mail in its input.
+
+For runs where no hook can do it: `claude -p --bare` (announced as a future default for `-p`) runs no
+hooks, not even `--settings` ones, and binds no inbox socket, so the plugin never sees such a run.
+
+    kijito-pull exec -- claude -p --bare "fix the build"
+
+1. Unseen mail for the persona (`--persona`, else the project's opt-in, else $KIJITO_PERSONA) is
+   rendered as one hand-over (core.render.hand_over: data, not instructions, each message with its
+   `kijito-ref:` marker) and recorded as a *pending* hand-over held by this process, so no hook or
+   other session hands it over meanwhile.
+2. The command runs with that text on its stdin (Claude Code's `-p` appends piped stdin to the prompt),
+   or, if an argument is exactly `{kijito-mail}`, with the text as that argument instead (no shell is
+   ever involved). Its stdout and stderr are the command's own. The Kijito token ($KIJITOMON_TOKEN) is
+   removed from its environment (hooks of a run without --bare read `token_file` from the config file).
+3. The hand-over is acknowledged only if the command exits 0 (for `claude -p`: the model answered the
+   prompt that carried the mail); otherwise, or if it is killed, the mail is unseen again.
+4. Afterwards the inbox is checked again: mail that arrived during the run is not handed to a run that
+   is over; it is announced on stderr and waits for the next run (or `kijito-pull --once`).
+
+Exit status: the command's own; 2 for a usage or configuration error; 1 when the inbox could not be
+read before the run (the command is not started then, unless `--run-anyway`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+from kijito_pull.cli import options
+from kijito_pull.context import Context
+from kijito_pull.core import config, render
+from kijito_pull.core.environment import Environment
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import ApiError
+from kijito_pull.core.pending import Holder
+from kijito_pull.core.state import StateError
+
+PLACEHOLDER = "{kijito-mail}"
+EXEC_TTL = 6 * 3600.0  # a run may take hours; a dead exec process releases its hand-over at once anyway
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "exec", help="run an agent command with the waiting mail in its input (e.g. claude -p --bare)",
+        description="Run COMMAND with the persona's unseen mail handed over in its input: on stdin, or as the "
+                    f"argument that is exactly {PLACEHOLDER}. The mail is acknowledged only if COMMAND exits 0; "
+                    "mail that arrives during the run is announced afterwards and waits for the next run.",
+        epilog="example: kijito-pull exec -- claude -p --bare \"fix the build\"")
+    options.add_personas(parser, many=False)
+    options.add_connection(parser)
+    options.add_consumer(parser)
+    parser.add_argument("--run-anyway", action="store_true",
+                        help="run COMMAND even when the inbox cannot be read (without mail)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+    parser.set_defaults(run=run)
+
+
+def _persona_flag(args: argparse.Namespace, env: Environment) -> None:
+    """No --persona: the project's opt-in persona (the same one its hooks read), if it has opted in."""
+    if args.persona:
+        return
+    from kijito_pull.harnesses.session import optin
+
+    found = optin.resolve(env.cwd or os.getcwd(), env.environ)
+    if found.opted_in and found.persona:
+        args.persona = found.persona
+
+
+def run(args: argparse.Namespace, env: Environment) -> int:
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        env.error("exec: no command given (kijito-pull exec -- COMMAND ...)")
+        return ExitCode.USAGE
+    if shutil.which(command[0]) is None and not os.path.isfile(command[0]):
+        env.error(f"exec: {command[0]}: command not found")
+        return 127
+    _persona_flag(args, env)
+    settings = options.settings(args, env)
+    persona = settings.personas[0]
+    ctx = Context(settings)
+    holder = Holder(f"exec:{uuid.uuid4().hex[:12]}", os.getpid(), _start_of(os.getpid()), ttl=EXEC_TTL)
+    with ctx:
+        engine = ctx.engine(persona)
+        text, shown = "", []
+        try:
+            with engine.open(holder=holder) as pull:
+                batch = list(pull.pending)
+                if batch:
+                    notes = [f"kijito-pull note ({e.get('event', 'note')}): "
+                             f"{e.get('reason') or 'see kijito-pull status'}." for e in pull.signals]
+                    text, shown = render.hand_over(persona, batch, extra_notes=notes)
+                    pull.hand_over(shown)  # pending with this process: claimed back if it dies
+        except (ApiError, StateError) as exc:
+            env.error(f"exec: {persona}: the inbox could not be read ({exc}); "
+                      + ("running without mail" if args.run_anyway else "not running the command"))
+            if not args.run_anyway:
+                return ExitCode.SOURCE_FAILED
+        ids = [m.id for m in shown]
+        if ids:
+            env.error(f"exec: handing {len(ids)} message(s) to {command[0]} (ids {', '.join(map(str, ids))})")
+        code = _run_command(command, text, env)
+        try:
+            if ids:
+                if code == 0:
+                    engine.settle(holder.key, confirmed=ids)
+                else:
+                    engine.settle(holder.key, released=ids)
+                    env.error(f"exec: {command[0]} exited {code}; the {len(ids)} message(s) it was handed are "
+                              f"unseen again")
+            with engine.store.locked(engine.lock_timeout):
+                with engine.open(peek=True) as after:
+                    late = [m.id for m in after.pending]
+        except (ApiError, StateError) as exc:
+            env.error(f"exec: {persona}: the inbox could not be checked after the run ({exc})")
+            return code
+        if late:
+            env.error(f"exec: {len(late)} new message(s) for {persona} arrived during the run (ids "
+                      f"{', '.join(map(str, late[:20]))}); they wait for the next run (`kijito-pull --once "
+                      f"--persona {persona}` prints them)")
+    return code
+
+
+def _run_command(command: list[str], text: str, env: Environment) -> int:
+    """Run the command (no shell) with the mail on stdin or in place of the placeholder argument."""
+    # Our token is not the agent's business; its own credentials (ANTHROPIC_*, CLAUDE_CODE_OAUTH_TOKEN...) stay.
+    child_env = {k: v for k, v in env.environ.items() if k != config.TOKEN_ENV}
+    argv = [text if arg == PLACEHOLDER else arg for arg in command]
+    stdin_text = None if PLACEHOLDER in command else text
+    try:
+        proc = subprocess.Popen(argv, env=child_env, cwd=env.cwd or None,
+                                stdin=subprocess.PIPE if stdin_text else None,
+                                stdout=_stream(env.stdout), stderr=_stream(env.stderr))
+    except OSError as exc:
+        env.error(f"exec: cannot start {command[0]}: {exc.strerror}")
+        return 127
+    try:
+        if stdin_text and proc.stdin is not None:
+            try:
+                proc.stdin.write(stdin_text.encode("utf-8"))
+            except BrokenPipeError:
+                pass
+            finally:
+                proc.stdin.close()
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.wait()
+        return 130
+
+
+def _stream(stream):  # noqa: ANN001, ANN202 - a text stream, or an in-memory one in tests
+    try:
+        stream.flush()
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.stdout.fileno() if stream is sys.stdout else None
+
+
+def _start_of(pid: int) -> str | None:
+    from kijito_pull.core import process
+
+    info = process.proc(pid)
+    return info.start if info else None
