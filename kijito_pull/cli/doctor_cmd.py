@@ -17,8 +17,9 @@ Check everything between the Kijito server and the agent, each with a verdict an
 (source, file mode), the API base (TLS, or http only to loopback), reachability and auth (one peek
 request, nothing marked read), the persona, the project's opt-in line, the state directory (not in a
 cache dir, writable, private), cursors and their locks, waker leases, the stop marker, which harnesses
-are installed and wired (and whether the command their hooks run exists), and the current session's
-waker. Read-only: it creates and changes no file. The token is never shown.
+are installed and wired (and whether the command their hooks run exists), whether Codex trusts
+kijito-pull's hooks (asked of `codex app-server`, which keeps its own state under ~/.codex), and the
+current session's waker. Read-only: it creates and changes no file of its own. The token is never shown.
 """
 
 EPILOG = """\
