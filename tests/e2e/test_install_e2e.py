@@ -6,8 +6,9 @@ PATH, the plugin files from the package data), then the real harness, offline.
   gives the project's settings back byte for byte.
 - pi (both lines): `install pi --project`, then pi in RPC mode with no -e: the extension loads and mail
   wakes the idle agent; `uninstall` gives `.pi/settings.json` back byte for byte.
-- Codex (no binary here): `install codex --project` writes a hooks.json of Codex's shape whose commands
-  answer Codex-shaped input as Codex expects; `uninstall` gives the file back byte for byte.
+- Codex: `install codex --project` (the real codex on PATH, asked about trust) writes a hooks.json of
+  Codex's shape whose commands answer Codex-shaped input as Codex expects; `uninstall` gives the file
+  back byte for byte. (The real Codex running them: tests/e2e/test_codex_e2e.py.)
 """
 
 from __future__ import annotations
@@ -167,18 +168,19 @@ def test_pi_install_round_trip(fresh: ih.FreshInstall, pi_harness: h.Harness, fa
 
 
 def test_codex_install_round_trip(fresh: ih.FreshInstall, sandbox, e2e_home: Path, tmp_path: Path) -> None:
+    codex = h.require_harness("codex")
     project = ch.make_project(tmp_path)
     hooks = project / ".codex" / "hooks.json"
     hooks.parent.mkdir()
     hooks.write_text(CODEX_HOOKS)
     before = ih.snapshot(project)
-    env = ih.user_env(e2e_home, fresh)
+    env = ih.user_env(e2e_home, fresh, Path(codex.argv[0]).parent)
 
     dry = _ok(ih.kp(fresh, "install", "codex", "--project", "--dry-run", env=env, cwd=project), "dry run")
     assert "hook codex-session-start" in dry and ih.snapshot(project) == before
     _ok(ih.kp(fresh, "install", "codex", "--project", env=env, cwd=project), "install")
     ours = ih.check_codex_hooks_shape(json.loads(hooks.read_text()))
-    assert set(ours) == {"SessionStart", "Stop"}
+    assert set(ours) == {"SessionStart", "Stop", "SessionEnd"}
     assert ours["Stop"].split()[0] == str(fresh.kijito_pull)  # this installation, by absolute path
     assert "already installed" in _ok(ih.kp(fresh, "install", "codex", "--project", env=env, cwd=project), "again")
 
