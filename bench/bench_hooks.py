@@ -14,6 +14,10 @@
     .venv/bin/python bench/bench_hooks.py                 # both, default sizes
     .venv/bin/python bench/bench_hooks.py --runs 30 --wakes 10
     .venv/bin/python bench/bench_hooks.py --skip-wake     # (a) only: no Claude Code needed
+    .venv/bin/python bench/bench_hooks.py --harness claude2 --busy 10   # (b) on 2.1.332 (push), and (c)
+
+(c) Busy agent: `claude -p` (2.1.332) kept busy by 2 s Bash tool calls from the fake model; one message
+    per run sent one second into the second call; send accepted to the model request that holds it.
 
 Everything (sandbox, fake model, the harness) shares this machine's cores.
 """
@@ -106,11 +110,94 @@ def bench_hooks(runs: int) -> list[tuple[str, str, list[float], str]]:
             assert out == "", (name, out)
             requests = (len(sb.requests) - before) / runs
             rows.append(("opted in, nothing new", name, times, f"{note}; {requests:g} request(s) per run"))
+        # Opted in, nothing new, and the session's waker alive and vouching for it (lean hooks): a real
+        # waker process (interactive) long-polls the sandbox; the Stop hook answers from its note.
+        waker_env = {**base_env, "KIJITO_PULL_MODE": "interactive", "KIJITO_PULL_CLAUDE_WAKER": "rewake"}
+        transcript = root / "lean.jsonl"
+        transcript.write_text("{}\n")
+        waker = subprocess.Popen([str(ch.venv_bin() / "kijito-pull"), "hook", "claude-waker"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, cwd=opted,
+                                 env=waker_env)
+        assert waker.stdin is not None
+        waker.stdin.write(json.dumps({"session_id": "bench-lean", "cwd": str(opted), "source": "startup",
+                                      "hook_event_name": "SessionStart", "transcript_path": str(transcript)}))
+        waker.stdin.close()
+        try:
+            if not ch.wait_until((state / "sessions" / "bench-lean.current").exists, 15):
+                raise SystemExit("the waker never vouched for the session")
+            sb.clear_requests()
+            payload = {"session_id": "bench-lean", "cwd": str(opted), "hook_event_name": "Stop",
+                       "stop_hook_active": False}
+            times, out = time_hook("claude-stop", opted, waker_env, payload, runs)
+            assert out == "", out
+            reads = sum(1 for r in sb.requests if r["path"].startswith("/api/inbox")) / runs
+            rows.append(("opted in, nothing new, the session's waker vouches", "claude-stop", times,
+                         f"no block; {reads:g} inbox read(s) per run (lean: answered from the waker's note)"))
+        finally:
+            waker.kill()
+            waker.wait(5)
     return rows
 
 
-def bench_wake(wakes: int) -> dict:
-    harness = h.find_harness("claude")
+def bench_busy(rounds: int, harness_name: str = "claude2") -> dict:
+    """`claude -p` kept busy by 2 s Bash tool calls; one message sent (in-process, to the sandbox) one
+    second into the second call of each run; the time until a model request holds it."""
+    from tests.e2e.fakemodel import ToolUse
+
+    harness = h.find_harness(harness_name)
+    if harness is None:
+        raise SystemExit(f"{harness_name} is not installed: run scripts/install-harnesses (or omit --busy)")
+    latencies: list[float] = []
+    mid_turn = 0
+    duplicates = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sb = ch.start_sandbox()
+        state = root / "state"
+        project = ch.make_project(root)
+        try:
+            for i in range(rounds):
+                marker = f"BENCH-BUSY-{i}"
+                sent: dict[str, float] = {}
+                asked = [0]
+
+                def reply(request: dict, marker: str = marker, sent: dict = sent, asked: list = asked):
+                    text = FakeModel.text_of(request)
+                    if ch.TITLE_MARK in text or "keep busy" not in text:
+                        return "ok"
+                    asked[0] += 1
+                    if asked[0] == 2:
+                        def later() -> None:
+                            time.sleep(1.0)
+                            sent["at"] = time.time()
+                            sb.send(ch.PERSONA, "loom", f"{marker}: ping")
+                        import threading
+                        threading.Thread(target=later, daemon=True).start()
+                    if asked[0] <= 6:
+                        return ToolUse("Bash", {"command": "sleep 2", "description": "wait"})
+                    sent.setdefault("done", time.time())
+                    return "done"
+
+                with FakeModel(reply, bind=h.netns().listen) as fm:
+                    result = h.run_claude_p(harness, "keep busy", base_url=fm.url, home=root / f"home{i}",
+                                            cwd=project, plugin_dirs=[REPO], env=ch.hook_env(sb.url, state),
+                                            extra_args=["--allowedTools", "Bash"], timeout=120)
+                    if result.returncode != 0:
+                        raise SystemExit(f"claude -p failed: {result.stderr[-2000:]}")
+                    found = next((r for r in fm.model_requests if marker in fm.text_of(r)), None)
+                    if found is None or "at" not in sent:
+                        raise SystemExit(f"{marker} never reached the model")
+                    latencies.append(found["time"] - sent["at"])
+                    mid_turn += found["time"] < sent.get("done", float("inf"))
+                    last = fm.model_requests[-1]
+                    duplicates += ch.handovers(fm, last, [f"{marker}:"])[f"{marker}:"] != 1
+        finally:
+            sb.stop()
+    return {"version": harness.version, "latencies": latencies, "mid_turn": mid_turn, "duplicates": duplicates}
+
+
+def bench_wake(wakes: int, harness_name: str = "claude") -> dict:
+    harness = h.find_harness(harness_name)
     if harness is None:
         raise SystemExit("Claude Code is not installed: run scripts/install-harnesses (or pass --skip-wake)")
     accepted: list[float] = []
@@ -167,6 +254,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=40, help="runs per hook (default 40)")
     parser.add_argument("--wakes", type=int, default=20, help="wake rounds (default 20)")
     parser.add_argument("--skip-wake", action="store_true", help="hook wall times only")
+    parser.add_argument("--harness", default="claude", choices=("claude", "claude2"),
+                        help="the Claude Code of the wake bench: claude (2.1.197, the doorbell) or claude2 "
+                             "(2.1.332, the push through the session inbox socket)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="also N runs of claude -p (2.1.332) kept busy by tool calls, one message each")
     args = parser.parse_args()
     print(f"Measured {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}; command: {shlex.join(['bench/bench_hooks.py', *sys.argv[1:]])}\n")
@@ -178,7 +270,7 @@ def main() -> int:
         shown = name if project == "(baseline)" else f"hook {name}"
         print(f"| {project} | `{shown}` | {ms(times, 0.5)} | {ms(times, 0.95)} | {max(times) * 1000:.0f} | {note} |")
     if not args.skip_wake:
-        wake = bench_wake(args.wakes)
+        wake = bench_wake(args.wakes, args.harness)
         print(f"\nWake latency of an idle Claude Code {wake['version']} session (stream-json, "
               f"{args.wakes} messages, one at a time):\n")
         print("| from | p50 (ms) | p95 (ms) | max (ms) |")
@@ -187,6 +279,15 @@ def main() -> int:
                               ("`kijito-pull send` invoked", wake["invoked"])):
             print(f"| {label} | {ms(values, 0.5)} | {ms(values, 0.95)} | {max(values) * 1000:.0f} |")
         print(f"\nMessages handed over other than exactly once: {wake['duplicates']}")
+    if args.busy:
+        busy = bench_busy(args.busy)
+        values = busy["latencies"]
+        print(f"\nBusy `claude -p` (Claude Code {busy['version']}, 2 s Bash tool calls), send accepted to the "
+              f"model request holding it ({args.busy} runs, one message each):\n")
+        print("| p50 (ms) | p95 (ms) | max (ms) | in the busy turn | handed over other than once |")
+        print("|---|---|---|---|---|")
+        print(f"| {ms(values, 0.5)} | {ms(values, 0.95)} | {max(values) * 1000:.0f} | {busy['mid_turn']} of "
+              f"{args.busy} | {busy['duplicates']} |")
     return 0
 
 

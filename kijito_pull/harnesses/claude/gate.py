@@ -64,6 +64,14 @@ def early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -> int | 
             say(stderr, f"{inp.hook}: {exc}")
         # Mail handed to this session and not yet confirmed: the runtime settles it from the transcript.
         return None if lifecycle.handed_marker(environ, inp.session_id).exists() else 0
+    if inp.hook == STOP and inp.session_id is not None:
+        # Lean: the session's live waker long-polls the server and vouches that nothing is new (and that
+        # the cursor has not changed since it looked): no request, no HTTP stack. Any doubt: pull as usual.
+        try:
+            if lifecycle.nothing_new(environ, inp.session_id, inp.persona):
+                return 0
+        except Exception:  # noqa: BLE001 - a doubt, never a failure: the runtime pulls
+            pass
     if inp.hook in (WAKER, PUSHER):
         if inp.hook == WAKER and inp.mode != INTERACTIVE:
             return 0  # headless runs get no waker: a wake would be dropped (their pusher and Stop hook serve them)

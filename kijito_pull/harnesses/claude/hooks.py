@@ -75,6 +75,7 @@ WAKER_GRACE = 3.0  # at most this long, let the synchronous hook of the same eve
 WAKER_CHECK = 0.5  # how often the waker looks for its session, lease and stop marker
 WAKER_RESYNC = 8  # read the inbox after this many quiet long-polls even if no count moved
 WAKER_MAX_LIFE = 7 * 24 * 3600 - 600  # under the hooks.json timeout (604800 s)
+VOUCH_MARGIN = 5.0  # a "nothing new" note outlives the long-poll hold in flight by this much
 
 
 # -- the hooks --------------------------------------------------------------------------------------------
@@ -237,6 +238,8 @@ class Waker:
         self.started = time.time()
         self.pusher = pusher  # pushes through the session inbox socket (None: the doorbell only)
         self.can_ring = can_ring  # False in a headless run: no doorbell, the Stop hook hands the rest over
+        self._vouch: list[Any] | None = None  # the cursor files' stamp after a clear peek (lean hooks)
+        self._vouch_files: list[str] = []
 
     # -- ending -------------------------------------------------------------------------------------
     def quit(self, code: int, why: str | None = None) -> None:
@@ -245,6 +248,7 @@ class Waker:
             return
         # Release before waking the main thread: once it returns, the interpreter exits and this
         # (daemon) thread with it, which would leave a lease naming a dead process behind.
+        lifecycle.clear_current(self.environ, self.session_id)
         lifecycle.release(self.environ, self.session_id, self.me)
         self._stop.set()
         self._exit(code)
@@ -274,12 +278,40 @@ class Waker:
 
     # -- work ---------------------------------------------------------------------------------------
     def peek(self) -> list[Message]:
-        """Unseen mail now, read under the cursor lock so a hook delivering right now is waited for."""
-        with self.engine.store.locked(self.engine.lock_timeout):
+        """Unseen mail now, read under the cursor lock so a hook delivering right now is waited for. Also
+        notes whether the waker may vouch that nothing is new (`_vouch`: the cursor files' stamp, or None)."""
+        store = self.engine.store
+        with store.locked(self.engine.lock_timeout):
             with self.engine.open(peek=True) as pull:
-                return list(pull.pending)
+                pending = list(pull.pending)
+                pinned = pull.pinned
+            state = store.load().state
+            held = state is not None and any(e.holder is not None for e in state.pending.values())
+            files = [str(store.path), str(store.journal)]
+            self._vouch = None if (pending or pinned or held or state is None) else lifecycle.files_stamp(files)
+            self._vouch_files = files
+        return pending
+
+    def _vouch_now(self, seconds: float) -> None:
+        """Write (or renew) the session's "nothing new" note for lean hooks; only after a clear peek whose
+        files have not changed since, and with no push awaiting its confirmation."""
+        stamp = getattr(self, "_vouch", None)
+        if stamp is None or (self.pusher is not None and self.pusher.waiting):
+            return
+        if lifecycle.files_stamp(self._vouch_files) != stamp:
+            self._vouch = None
+            lifecycle.clear_current(self.environ, self.session_id)
+            return
+        lifecycle.write_current(self.environ, self.session_id, me=self.me, persona=self.persona,
+                                files=self._vouch_files, stamp=stamp, until=time.time() + seconds)
+
+    def _doubt(self) -> None:
+        """Something may be new (news from the server, an error, a push): hooks must pull again."""
+        self._vouch = None
+        lifecycle.clear_current(self.environ, self.session_id)
 
     def ring(self, pending: list[Message]) -> int:
+        self._doubt()
         text = doorbell_text(self.persona, pending)
         try:
             lifecycle.write_rung(self.environ, self.session_id, max(m.id for m in pending))
@@ -315,6 +347,7 @@ class Waker:
             return self._loop()
         finally:
             self._stop.set()
+            lifecycle.clear_current(self.environ, self.session_id)
             if self.pusher is not None:
                 self.pusher.finish()
             if self._quitting.acquire(blocking=False):
@@ -365,6 +398,7 @@ class Waker:
                 try:
                     pending = self.peek()
                     if self.pusher is not None and any(self.pusher.wanted(m) for m in pending):
+                        self._doubt()
                         self.pusher.push()
                         pending = [m for m in pending if not self.pusher.wanted(m)]
                 except LockTimeout:
@@ -380,6 +414,7 @@ class Waker:
                     continue
                 failures = 0
                 due = False
+                self._vouch_now(self.wait + VOUCH_MARGIN)
                 if self.pusher is not None and self.pusher.refused is not None:
                     continue  # _check_pushes falls back at the top of the loop
                 if self.can_ring and pending and max(m.id for m in pending) > rung:
@@ -400,8 +435,13 @@ class Waker:
                 quiet += 1
                 if counts.advanced or rose or quiet >= WAKER_RESYNC:
                     due, quiet = True, 0
+                    self._doubt()
+                else:
+                    self._vouch_now((wait or self.poll) + VOUCH_MARGIN)
+                    due = due or self._vouch is None  # the cursor changed (a hook handed over): look again
                 pause = protocol.delay(time.monotonic() - started)
             except ApiError as exc:
+                self._doubt()
                 failed = protocol.on_failure(exc)
                 retry_after = exc.retry_after
                 due = True

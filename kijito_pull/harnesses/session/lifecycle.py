@@ -385,6 +385,53 @@ def read_push_mode(environ: Mapping[str, str], session_id: str) -> dict[str, Any
     return _read_json(sessions_dir(environ) / f"{session_id}.push")
 
 
+# -- "current as of": what a live waker knows, so a hook with nothing new need not ask the server --------------
+
+
+def files_stamp(paths: list[str]) -> list[Any]:
+    """(inode, size, mtime ns) of each file, None for one that is absent: changes whenever it is written."""
+    out: list[Any] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(None)
+            continue
+        out.append([st.st_ino, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def write_current(environ: Mapping[str, str], session_id: str, *, me: Proc, persona: str, files: list[str],
+                  stamp: list[Any], until: float) -> None:
+    """The session's waker vouches: until `until` (epoch seconds), while it lives and `files` (the cursor's
+    state file and ack journal) still have `stamp`, there is no unseen mail and nothing pending for `persona`."""
+    with contextlib.suppress(LifecycleError):
+        _write_json(sessions_dir(environ) / f"{session_id}.current", {
+            "pid": me.pid, "pid_start": me.start, "persona": persona, "files": files, "stamp": stamp,
+            "until": until})
+
+
+def clear_current(environ: Mapping[str, str], session_id: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(sessions_dir(environ) / f"{session_id}.current")
+
+
+def nothing_new(environ: Mapping[str, str], session_id: str, persona: str) -> bool:
+    """True only when the session's live waker vouches that there is nothing new (write_current) and
+    nothing it vouched on has changed since. Any doubt is False: the hook then pulls as usual."""
+    data = _read_json(sessions_dir(environ) / f"{session_id}.current")
+    if not data or data.get("persona") != persona:
+        return False
+    until, files, stamp = data.get("until"), data.get("files"), data.get("stamp")
+    if not isinstance(until, (int, float)) or isinstance(until, bool) or time.time() >= until:
+        return False
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+        return False
+    if files_stamp(files) != stamp:
+        return False
+    return alive(data.get("pid"), data.get("pid_start"))
+
+
 def handed_marker(environ: Mapping[str, str], session_id: str) -> Path:
     """Exists while mail handed to this session may still be pending (SessionEnd then settles it)."""
     return sessions_dir(environ) / f"{session_id}.handed"
