@@ -188,7 +188,7 @@ def settle(inp: HookInput, environ: Mapping[str, str]) -> None:
     raw = inp.data.get("transcript_path")
     if sid is None or not isinstance(raw, str) or not os.path.isabs(raw):
         return
-    transcript = Transcript(Paths(environ), f"{sid}.queue", raw)
+    transcript = Transcript(Paths(environ), sid, raw, reader="queue")
     ready = handover.setup(inp.persona, environ)
     try:
         key = queue_holder_key(sid)
@@ -233,7 +233,7 @@ def run(inp: HookInput, env: Any) -> int:
         return 0
     say(errors, f"{NAME}: {outcome.line()}; {codex} queue --thread {sid}")
     watcher = Watcher(inp, environ, errors, codex=codex, me=me, host=host, ready=ready,
-                      transcript=Transcript(Paths(environ), f"{sid}.queue", raw))
+                      transcript=Transcript(Paths(environ), sid, raw, reader="queue"))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: watcher.stop.set())
     return watcher.run()
