@@ -13,7 +13,8 @@ token, or either 16-hex half of it, must appear in none of:
   exec dumps, the project, $HOME.
 
 Entry points: `--once` (JSON and text; token from the environment and from `--token-file`), `watch`
-(stdout, `--events-file`, `--emit exec-per-event`, `--self-test`), the pi child (`watch --ack-stdin`),
+(stdout, `--events-file`, `--emit exec-per-event`, `--self-test`), `exec -- COMMAND` (the command's
+environment and what it was handed), the pi child (`watch --ack-stdin`),
 `show`, `send`, `status`, `optin`, `doctor`, `session status` and `session arm`, every Claude hook
 (`claude-session-start`, `-stop`, `-prompt`, `-waker`, `-session-end`) and both Codex hooks, and
 `install ... --dry-run` for each target. Then the failing runs: the same with a wrong (equally
@@ -30,6 +31,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -263,6 +265,30 @@ def test_no_entry_point_shows_the_token_anywhere(tmp_path):
         _, out, _ = r.run("session arm", system.cli_argv("session", "arm", "--session-id", "tok-arm", "--persona",
                                                          PERSONA), env=interactive)
         assert str(m) in out
+
+        # exec: the command it runs gets the mail on stdin and dumps its environment (checked with the rest of
+        # the files on disk); its /proc environ is read while it runs, too
+        m = mail("for exec")
+        exec_dump = work / "exec-cmd.env"
+        script = (f"import os, sys, time; data = sys.stdin.read(); open({str(exec_dump)!r}, 'w').write("
+                  f"repr(dict(os.environ)) + data); time.sleep(0.5)")
+        out, err = system.next_paths("tok-exec")
+        proc = system.spawn(system.cli_argv("exec", "--persona", PERSONA, "--", sys.executable, "-c", script),
+                            out, err, cwd=system.project)
+        argvs, environs = argv_of_tree(proc.pid), []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None and not exec_dump.exists():
+            time.sleep(0.02)
+        for pid in descendants(proc.pid)[1:]:  # the command, sleeping after its dump
+            argvs += argv_of_tree(pid)
+            try:
+                environs.append(Path(f"/proc/{pid}/environ").read_bytes())
+            except OSError:
+                pass
+        assert environs, "never saw the exec command running"
+        assert proc.wait(60) == 0, err.read_text()
+        assert str(m) in exec_dump.read_text()  # the mail reached the command
+        audit.check("exec", out.read_bytes(), err.read_bytes(), *argvs, *environs, exec_dump.read_bytes())
 
         # install --dry-run for every target (they would write the harness's files; nothing is changed)
         for target in ("claude", "pi", "codex"):
