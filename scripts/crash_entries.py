@@ -17,13 +17,13 @@ fetch, each delivery, each state write. watch and the pi child never exit by the
 of theirs ends in a kill, and in some trials more mail arrives while they run.
 
 The Claude Code and Codex hooks run as their harnesses run them: each call has a session id and the
-session's transcript (tests.entrypoints.HarnessSession; Codex's rollout), and the harness appends a hook's answer (additionalContext, a Stop
-block's reason) to the transcript only when the hook completed (exit 0); a killed hook's output is
-dropped. Besides the random kills, --answer-kills trials per hook kill it right after its answer:
-kill -9 the moment its stdout (a pipe, as the harness reads it) holds the answer, or the harness's hook
-timeout (the hook stalls 0..--after-answer-ms after its answer, then a SIGKILL at --hook-timeout from its
-start). After some trials the session ends (its SessionEnd hook) and a new one starts; the last session
-ends before the drain. After the trials, unkilled `--once` runs drain the cursor.
+session's transcript (tests.entrypoints.HarnessSession; Codex's rollout), and the harness appends a
+hook's answer (additionalContext, a Stop block's reason) to the transcript only when the hook completed
+(exit 0); a killed hook's output is dropped. Besides the random kills, --answer-kills trials per hook
+kill it right after its answer: kill -9 the moment its stdout (a pipe, as the harness reads it) holds
+the answer, or the harness's hook timeout (the hook stalls 0..--after-answer-ms after its answer, then a
+SIGKILL at --hook-timeout from its start). After some trials the session ends (its SessionEnd hook)
+and a new one starts; the last session ends before the drain. After the trials, unkilled `--once` runs drain the cursor.
 
 Delivered means the consumer has it: a completed hook's answer (the model was given it), what the pi
 controller acknowledged, each complete line of watch's stdout or events file and of the drain's output.
@@ -73,17 +73,17 @@ from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa:
 from tests.entrypoints import (  # noqa: E402
     CLAUDE_HOOKS,
     CODEX_HOOKS,
+    CODEX_SESSION_END,
     CODEX_SESSION_START,
     CODEX_STOP,
     HOOKS,
     PI_CHILD,
     SESSION_END,
-    CODEX_SESSION_END,
     SESSION_START,
     STOP,
     WATCH,
-    HarnessSession,
     FileEvents,
+    HarnessSession,
     PiChild,
     System,
     hook_ids,
@@ -567,8 +567,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=400,
                         help="SIGKILLs at a random moment per entry point (default 400)")
     parser.add_argument("--answer-kills", type=int, default=200,
-                        help="per Claude Code and Codex hook, kills right after its answer: kill -9 the moment its stdout holds "
-                             "the answer, or the harness's timeout after it stalled there (default 200)")
+                        help="per Claude Code and Codex hook, kills right after its answer: kill -9 the moment "
+                             "its stdout holds the answer, or the harness's timeout after it stalled there "
+                             "(default 200)")
     parser.add_argument("--hook-timeout", type=float, default=1.5,
                         help="the harness's hook timeout in TIMEOUT trials, seconds from the hook's start "
                              "(default 1.5; Claude Code's is the hooks.json timeout, 15 s)")

@@ -9,7 +9,6 @@ from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses.session import optin
 
-
 _INTERRUPT_MEANING = {
     optin.INTERRUPT_ALL: "new mail may reach the agent mid-turn",
     optin.INTERRUPT_URGENT: "only urgent mail may reach the agent mid-turn",
@@ -22,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "optin", help="show whether a project opts in (AGENTS.md / CLAUDE.md) and its persona",
         description="Look for the opt-in line 'inbox monitor: raise on start' in AGENTS.md or CLAUDE.md of the "
                     "project (this folder up to the repository root), and the persona it names "
-                    "('inbox persona: NAME', else $KIJITO_PERSONA, else the folder's name), and which mail may interrupt "
+                    "('inbox persona: NAME', else $KIJITO_PERSONA, else the folder's name), and which mail may "
+                    "interrupt "
                     "a running turn ('inbox interrupt: all | urgent | turn-end', default all).")
     parser.add_argument("--cwd", metavar="DIR", help="the project folder (default: the current folder)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -26,6 +26,29 @@ def netns() -> Iterator[h.NetNS]:
 
 
 @pytest.fixture
+def sandbox(netns: h.NetNS) -> Iterator:
+    """A Kijito sandbox reachable from the harnesses (listening inside their namespace)."""
+    from tests.e2e import claude_helpers as ch
+
+    sb = ch.start_sandbox()
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    """The kijito-pull state directory of the test (cursors, leases, session files)."""
+    return tmp_path / "kijito-state"
+
+
+@pytest.fixture
+def codex_harness() -> h.Harness:
+    return h.require_harness("codex")
+
+
+@pytest.fixture
 def fake_model(netns: h.NetNS, tmp_path: Path) -> Iterator[FakeModel]:
     """A fresh fake model server reachable from the harnesses; requests also logged to
     ``tmp_path/model-requests.jsonl`` for post-mortems."""

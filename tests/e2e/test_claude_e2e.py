@@ -28,20 +28,6 @@ pytestmark = pytest.mark.e2e
 WAKE_BUDGET = 2.0  # seconds from the mail being sent to a model request holding it
 
 
-@pytest.fixture
-def sandbox():
-    sb = ch.start_sandbox()
-    try:
-        yield sb
-    finally:
-        sb.stop()
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "kijito-state"
-
-
 def _diag(result) -> str:
     return f"rc={result.returncode}\nstdout={result.stdout[-1500:]}\nstderr={result.stderr[-3000:]}"
 

@@ -21,15 +21,6 @@ from tests.e2e.fakemodel import FakeModel
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def sandbox():
-    sb = ch.start_sandbox()
-    try:
-        yield sb
-    finally:
-        sb.stop()
-
-
 def _exec(harness: h.Harness, fm: FakeModel, sandbox, state: Path, home: Path, project: Path, *args: str,
           prompt: str = "fix the build") -> subprocess.CompletedProcess:
     env = h.claude_env(home, fm.url, ch.hook_env(sandbox.url, state))

@@ -28,20 +28,6 @@ SLEEP = 2  # seconds per Bash tool call
 CALLS = 9  # tool calls in the busy turn: 9 x 2 s keeps the agent busy for more than 15 s
 
 
-@pytest.fixture
-def sandbox():
-    sb = ch.start_sandbox()
-    try:
-        yield sb
-    finally:
-        sb.stop()
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "kijito-state"
-
-
 class BusyModel:
     """A fake model that answers the task prompt with CALLS Bash sleeps, then "done"; the mail is sent
     (from a thread) one second into the second tool call. Anything after the busy turn gets "ok"."""

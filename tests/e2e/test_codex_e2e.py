@@ -9,7 +9,6 @@ the rollout confirmed every hand-over).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -17,31 +16,11 @@ import pytest
 
 from tests.e2e import claude_helpers as ch
 from tests.e2e import codex_helpers as cx
-from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel
 
 pytestmark = pytest.mark.e2e
 
 IDLE_WAKE_BUDGET = 10.0  # seconds from the send to a model request holding the mail (issue 13)
-
-
-@pytest.fixture
-def codex_harness() -> h.Harness:
-    return h.require_harness("codex")
-
-
-@pytest.fixture
-def sandbox():
-    sb = ch.start_sandbox()
-    try:
-        yield sb
-    finally:
-        sb.stop()
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> Path:
-    return tmp_path / "kijito-state"
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ PATH, the plugin files from the package data), then the real harness, offline.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,15 +37,6 @@ CODEX_HOOKS = ('{\n  "hooks": {\n    "Stop": [{"hooks": [{"type": "command", "co
 def fresh(tmp_path_factory) -> ih.FreshInstall:
     """One wheel build and one fresh venv for the whole module (~15 s)."""
     return ih.fresh_install(tmp_path_factory.mktemp("fresh-install"))
-
-
-@pytest.fixture
-def sandbox(netns: h.NetNS) -> Iterator:
-    sb = ch.start_sandbox()
-    try:
-        yield sb
-    finally:
-        sb.stop()
 
 
 def _ok(proc, what: str) -> str:

@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from kijito_pull.core import render
-
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
@@ -44,7 +43,7 @@ from kijito_pull.harnesses.codex import appserver
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.harnesses.transcript import Transcript
-from kijito_pull.watch.longpoll import Counts, LongPoll, NotifyFailed, Notifier
+from kijito_pull.watch.longpoll import Counts, LongPoll, Notifier, NotifyFailed
 
 NAME = "codex-watch"
 QUEUE_TTL = 2 * 3600.0  # a queued hand-over may wait behind a long turn; claimed back after this

@@ -272,7 +272,8 @@ def acquire(environ: Mapping[str, str], session_id: str, *, project: str, person
                 continue
             if not lease["live"]:
                 _unlink(directory / f"{lease['session_id']}.json")
-            elif one_per_host and host is not None and lease.get("host_pid") == host.pid and lease.get("host_start") == host.start:
+            elif (one_per_host and host is not None and lease.get("host_pid") == host.pid
+                  and lease.get("host_start") == host.start):
                 _unlink(directory / f"{lease['session_id']}.json")
                 superseded.append(lease)
         _write_json(directory / f"{session_id}.json", {
