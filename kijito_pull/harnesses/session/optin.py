@@ -7,7 +7,8 @@
 The interrupt policy says which mail may reach an agent in the middle of a turn (Claude Code's session
 inbox socket, pi's `deliverAs: "steer"`): `all` (the default), only mail its sender marked `urgent`,
 or none (`turn-end`: everything waits for the turn's end, the Stop hook or pi's followUp). Mail whose
-urgency the server does not state counts as not urgent. An unknown value is an `interrupt_problem`
+urgency the server does not state counts as not urgent (Kijito's inbox rows do not state it today:
+docs/claude.md, docs/pi.md). An unknown value is an `interrupt_problem`
 (delivery goes on) and the policy falls back to `turn-end`, the one that interrupts nobody.
 
 Hooks call this on every session start, so it imports nothing beyond the standard library and reads
