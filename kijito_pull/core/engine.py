@@ -148,8 +148,14 @@ class Pull:
         self._advance()
         self._dirty = True
         # Durable before the next message is handed over: one journal record in an ordinary pull (the final
-        # save folds the journal in), else a save of the whole state.
-        if self._peek or self.mode != NORMAL or not self._engine.store.journal_acks(sorted(taken)):
+        # save folds the journal in), else a save of the whole state. When this ack leaves nothing more to
+        # hand over in this pull, that save is the final one, made at once: a pull of one message (a watch's
+        # wake) writes the state file once and never opens a journal.
+        if self._peek or self.mode != NORMAL:
+            self._persist(final=False)
+        elif not self.pending or self.pending[-1].id in taken:
+            self._persist(final=True)
+        elif not self._engine.store.journal_acks(sorted(taken)):
             self._persist(final=False)
 
     def _advance(self) -> None:

@@ -847,3 +847,49 @@ def test_timeouts_passed_to_the_transport(client, mocked):
     # a long poll is held by the server for `wait` seconds: the read timeout is wait + 10
     connect, read = mocked.calls[1].request.req_kwargs["timeout"]
     assert read == 40.0 and 0 < connect <= 10.0
+
+
+# -- a request sent again (a watch's notify hold and newest-page read on every wake) ------------------
+
+def test_a_request_sent_again_is_byte_for_byte_the_same(client, mocked):
+    """The preparation is kept by request line: the second, third, ... request is the same as the first
+    (URL, method, headers, no body), and a different line is prepared on its own."""
+    mocked.get(INBOX, json=envelope([1]))
+    for _ in range(3):
+        client.inbox("river")
+    client.inbox("loom")
+    first, *again = [c.request for c in mocked.calls]
+    for request in again[:2]:
+        assert (request.method, request.url, request.body) == (first.method, first.url, first.body)
+        assert dict(request.headers) == dict(first.headers)
+    assert query(mocked.calls[3]) == [("persona", "loom"), ("mark_read", "false")]
+    assert mocked.calls[3].request.headers["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_a_kept_request_is_sent_as_a_copy(client, mocked):
+    """A hook or adapter that changes the request it was given cannot change what is sent next time."""
+    mocked.get(INBOX, json=envelope([1]))
+    client.inbox("river")
+    mocked.calls[0].request.headers["X-Changed"] = "yes"
+    client.inbox("river")
+    assert "X-Changed" not in mocked.calls[1].request.headers
+
+
+def test_cookies_the_session_holds_are_still_sent(client, mocked):
+    """Cookies are part of requests' preparation, so a session holding one prepares each request afresh."""
+    mocked.get(INBOX, json=envelope([1]))
+    client.inbox("river")
+    client._session.cookies.set("edge", "abc", domain=urlsplit(BASE).hostname, path="/")
+    client.inbox("river")
+    assert "Cookie" not in mocked.calls[0].request.headers
+    assert mocked.calls[1].request.headers["Cookie"] == "edge=abc"
+
+
+def test_a_single_attempt_call_fails_once_without_a_wait(mocked, sleeps):
+    """A notify hold is one attempt: a transient failure is reported at once, not retried."""
+    c = KijitoClient(BASE, TOKEN, attempts=3, sleep=sleeps)
+    mocked.get(BASE + "/api/notify/pending", status=503)
+    with pytest.raises(ApiError) as info:
+        c.notify_pending(wait=50)
+    assert info.value.transient and info.value.status == 503
+    assert len(mocked.calls) == 1 and sleeps == []

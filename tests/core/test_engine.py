@@ -378,21 +378,44 @@ def test_an_empty_inbox_is_recorded_below_id_zero(store, factory):
     assert saved(store).cursor == 1
 
 
-def test_each_ack_is_one_journal_record_synced_and_the_state_is_written_once(store, factory, monkeypatch):
-    """Each ack is durable before the next message (one record appended to the ack journal and
-    fdatasynced; the journal's own directory entry synced once when it is made); the state file is
-    written, fsynced and its directory synced once, at the end of the pull."""
+def _count_syncs(monkeypatch) -> list[str]:
     import kijito_pull.core.state as state_module
 
-    store.save(CursorState(cursor=10))
     calls: list[str] = []
     real_fsync, real_datasync = state_module.os.fsync, state_module.os.fdatasync
     monkeypatch.setattr(state_module.os, "fsync", lambda fd: (calls.append("file"), real_fsync(fd))[1])
     monkeypatch.setattr(state_module.os, "fdatasync", lambda fd: (calls.append("ack"), real_datasync(fd))[1])
     monkeypatch.setattr(state_module, "_fsync_dir", lambda p: calls.append("dir"))
+    return calls
+
+
+def test_each_ack_is_one_journal_record_synced_and_the_state_is_written_once(store, factory, monkeypatch):
+    """Each ack is durable before the next message (one record appended to the ack journal and
+    fdatasynced; the journal's own directory entry synced once when it is made); the state file is
+    written, fsynced and its directory synced once, at the last ack of the pull (which needs no record)."""
+    store.save(CursorState(cursor=10))
+    calls = _count_syncs(monkeypatch)
     pull_once(engine(FakeInbox(range(5, 16)), store, factory))
-    assert calls == ["ack", "dir"] + ["ack"] * 5 + ["file", "dir"], repr(calls)
+    assert calls == ["ack", "dir"] + ["ack"] * 4 + ["file", "dir"], repr(calls)
     assert saved(store).cursor == 15 and not store.journal.exists()
+
+
+def test_a_pull_of_one_message_saves_the_state_once_and_opens_no_journal(store, factory, monkeypatch):
+    """A watch's wake: the one ack is the state file written, fsynced and its directory synced, before
+    the pull ends; no journal is made (nothing would follow it)."""
+    store.save(CursorState(cursor=10))
+    made = []
+    real_open = store._open_journal
+    monkeypatch.setattr(store, "_open_journal", lambda: (made.append(1), real_open())[1])
+    calls = _count_syncs(monkeypatch)
+    eng = engine(FakeInbox([11]), store, factory)
+    with eng.open() as pull:
+        [message] = pull.pending
+        pull.ack(message)
+        assert calls == ["file", "dir"]  # durable at the ack, before anything else is handed over
+        assert saved(store).cursor == 11
+    assert calls == ["file", "dir"] and not made and not store.journal.exists()
+    assert pull_once(eng)[1] == []
 
 
 # -- what servers do: late-visible ids, resets ------------------------------------------------------------

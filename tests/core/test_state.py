@@ -533,3 +533,85 @@ def test_a_killed_writers_temp_files_are_removed_under_the_lock(store):
         pass
     assert not orphan.exists() and unrelated.exists()
     assert store.load().state.cursor == 1
+
+
+# -- a long-lived store (watch): the lock file kept open, the state's parse kept ---------------------------
+
+def test_the_lock_file_stays_open_between_holds_and_others_still_wait_for_a_hold(store):
+    """A watch pulls on every wake: its store keeps one descriptor for the lock file instead of opening it
+    each time, but holds the flock only during a hold, so another process can take it in between."""
+    with store.locked(timeout=1):
+        kept = store._lock_fd
+    assert kept is not None and store.lock_holder() is None
+    child = _hold_in_child(store)  # between two of our holds: another puller gets the lock at once
+    try:
+        with pytest.raises(LockTimeout):
+            with store.locked(timeout=0.1):
+                pytest.fail("acquired a lock held by another process")
+    finally:
+        child.kill()
+        child.wait(5)
+    with store.locked(timeout=1):
+        assert store._lock_fd == kept and store.lock_holder() == os.getpid()
+    store.close()
+    with pytest.raises(OSError):
+        os.fstat(kept)
+
+
+def test_a_lock_file_replaced_between_holds_is_the_one_locked(store):
+    """If the lock file was removed or replaced since this store opened it, the flock that counts is on the
+    file the path names now (others open it by path): the store opens that one."""
+    with store.locked(timeout=1):
+        pass
+    os.unlink(store.lock_path)
+    child = _hold_in_child(store)  # creates and locks a new file at the path
+    try:
+        with pytest.raises(LockTimeout):
+            with store.locked(timeout=0.1):
+                pytest.fail("locked the removed file while another process holds the current one")
+    finally:
+        child.kill()
+        child.wait(5)
+    with store.locked(timeout=1):
+        assert os.fstat(store._lock_fd).st_ino == os.stat(store.lock_path).st_ino
+        assert store.lock_holder() == os.getpid()
+
+
+def test_the_pid_is_rewritten_when_another_process_held_the_lock_last(store):
+    with store.locked(timeout=1):
+        pass
+    child = _hold_in_child(store)
+    child.kill()
+    child.wait(5)
+    assert store.lock_path.read_text() == f"{child.pid}\n"
+    with store.locked(timeout=1):
+        assert store.lock_path.read_text() == f"{os.getpid()}\n"
+
+
+def test_a_load_of_unchanged_bytes_gives_an_independent_copy(store):
+    """The parse of the bytes last read or written is kept; what a load returns is the caller's to change."""
+    store.save(CursorState(cursor=10, delivered_above=[12], recent={9: "0123abcd"}, failures={11: 2}))
+    with store.locked(timeout=1):
+        first = store.load().state
+    first.delivered_above.append(99)
+    first.recent[8] = "ffffffff"
+    first.failures.clear()
+    again = store.load().state
+    assert again == CursorState(cursor=10, delivered_above=[12], recent={9: "0123abcd"}, failures={11: 2})
+
+
+def test_a_load_sees_what_another_writer_saved_and_damage_made_in_place(store):
+    """The kept parse is used only for the very same bytes: a save by another store (another process),
+    and a file damaged in place with its size unchanged, are both read as they are now."""
+    store.save(CursorState(cursor=10))
+    assert store.load().state.cursor == 10
+    other = StateStore(store.path, store.lock_path, IDENTITY)
+    other.save(CursorState(cursor=11))
+    assert store.load().state.cursor == 11
+    raw = store.path.read_bytes()
+    damaged = raw.replace(b'"cursor": 11', b'"cursor": -5')
+    assert len(damaged) == len(raw)
+    with open(store.path, "r+b") as handle:  # in place: same inode
+        handle.write(damaged)
+    loaded = store.load()
+    assert loaded.state is None and "cursor" in loaded.corrupt_reason
