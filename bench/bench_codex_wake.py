@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -37,13 +38,6 @@ from tests.e2e import harness as h  # noqa: E402
 from tests.e2e.fakemodel import FakeModel  # noqa: E402
 
 BUDGET = 10.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def measure(daemon: bool, count: int, idle_gap: float) -> dict:

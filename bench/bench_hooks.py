@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import shlex
@@ -36,6 +35,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -46,13 +47,6 @@ from tests.e2e import harness as h  # noqa: E402
 from tests.e2e.fakemodel import FakeModel  # noqa: E402
 
 HOOKS = ("claude-session-start", "claude-stop", "claude-prompt", "claude-waker")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def ms(values: list[float], q: float) -> str:

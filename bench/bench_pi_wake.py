@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import platform
 import random
 import subprocess
@@ -40,19 +39,14 @@ import threading
 import time
 from pathlib import Path
 
+from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tests.e2e import harness as h  # noqa: E402
 from tests.e2e import pi_helpers as ph  # noqa: E402
 from tests.e2e.fakemodel import FakeModel, ToolUse  # noqa: E402
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def agent_ends(session: ph.PiSession) -> int:

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -36,13 +38,6 @@ from kijito_pull.sandbox import Sandbox  # noqa: E402
 
 TOKEN = "bench-token-0d5e"
 PERSONA = "benchbot"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 class Runner:

@@ -45,6 +45,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -57,13 +59,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Where scripts/install-reference installs kijito-inbox-monitor 0.6.1 (keep the two in step).
 REFERENCE_EXE = Path(os.environ.get("KIJITO_PULL_HARNESS_DIR") or REPO / ".harness") / "kim" / "bin" / \
     "kijito-inbox-monitor"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 # -- the two tools ---------------------------------------------------------------------------------
