@@ -58,8 +58,9 @@ def hook_env(sandbox_url: str, state: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def waker_pids(state: Path) -> list[int]:
-    """Live `kijito-pull hook claude-waker` processes serving this state dir (zombies excluded)."""
+def hook_pids(state: Path, hook: str) -> list[int]:
+    """Live `kijito-pull hook <hook>` processes serving this state dir (zombies excluded), however they
+    were started (the console script, or `python -m kijito_pull` for a detached Codex watcher)."""
     needle = f"KIJITO_PULL_STATE_DIR={state}".encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -68,7 +69,7 @@ def waker_pids(state: Path) -> list[int]:
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
                 argv = handle.read().split(b"\0")
-            if b"claude-waker" not in argv or not any(a.endswith(b"kijito-pull") for a in argv[:2]):
+            if hook.encode() not in argv or b"hook" not in argv:
                 continue
             with open(f"/proc/{entry}/environ", "rb") as handle:
                 if needle not in handle.read().split(b"\0"):
@@ -81,6 +82,11 @@ def waker_pids(state: Path) -> list[int]:
             continue
         found.append(int(entry))
     return sorted(found)
+
+
+def waker_pids(state: Path) -> list[int]:
+    """Live `kijito-pull hook claude-waker` processes serving this state dir."""
+    return hook_pids(state, "claude-waker")
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:

@@ -121,24 +121,7 @@ def start_tui(harness: h.Harness, env: dict[str, str], project: Path, fm, *, dae
 
 def watchers(state: Path) -> list[int]:
     """Live `kijito-pull hook codex-watch` processes serving this state dir (zombies excluded)."""
-    found = []
-    needle = f"KIJITO_PULL_STATE_DIR={state}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            if b"codex-watch" not in argv:
-                continue
-            if needle not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                continue
-            stat = Path(f"/proc/{entry}/stat").read_bytes()
-            if stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X"):
-                continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
+    return ch.hook_pids(state, "codex-watch")
 
 
 def watch_logs(state: Path) -> str:

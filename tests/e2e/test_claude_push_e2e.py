@@ -160,23 +160,7 @@ def test_without_a_usable_socket_the_stop_hook_delivers_once(
 
 def _pushers(state: Path) -> list[int]:
     """Live `kijito-pull hook claude-pusher` processes of this state dir."""
-    import os
-
-    needle = f"KIJITO_PULL_STATE_DIR={state}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if b"claude-pusher" not in handle.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if needle in handle.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return ch.hook_pids(state, "claude-pusher")
 
 
 # -- interactive (the TUI under tmux) -----------------------------------------------------------------------
