@@ -86,6 +86,8 @@ class Watcher:
 
     # -- ending ---------------------------------------------------------------------------------------
     def should_end(self) -> str | None:
+        if self.stop.is_set():
+            return "signalled"
         if self.host is not None and not lifecycle.alive(self.host.pid, self.host.start):
             return "the session's Codex process is gone"
         if not lifecycle.holds(self.environ, self.sid, self.me):
