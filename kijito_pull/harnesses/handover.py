@@ -29,7 +29,7 @@ from kijito_pull.context import Context, Flags, Settings
 from kijito_pull.core import config, render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import PullReport, pull_through
-from kijito_pull.core.engine import Engine
+from kijito_pull.core.engine import Engine, Pull
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.paths import Paths
@@ -312,11 +312,7 @@ def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: 
     report = PullReport(engine.persona)
     with engine.open(holder=holder) as pull:
         if pull.held:
-            markers = {render.ref(engine.persona, m.id): m.id for m in pull.held}
-            # How far the transcript was read is kept only once the confirmation is saved: a kill between
-            # the two would otherwise make the next look start past the markers and hand it all over again.
-            pull.confirm(transcript.find(markers, keep=False))
-            transcript.keep_reached()
+            confirm_held(pull, transcript)
             pull.retake()  # handed over, never shown to the model (a killed hook, a dropped answer): again
         for event in pull.signals:
             sink.signal(event)
@@ -340,9 +336,18 @@ def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: 
     return report
 
 
-def _shown(transcript: Transcript, persona: str, ids: Sequence[int]) -> set[int]:
+def shown_in(transcript: Transcript, persona: str, ids: Sequence[int]) -> set[int]:
     """Which of `ids` the transcript shows the model was given (their markers, core.render.ref)."""
     return transcript.find({render.ref(persona, i): i for i in ids})
+
+
+def confirm_held(pull: Pull, transcript: Transcript) -> None:
+    """Acknowledge what this pull's holder was handed and the transcript now shows. How far the transcript
+    was read is kept only once the confirmation is saved: a kill between the two would otherwise make the
+    next look start past the markers and hand it all over again."""
+    markers = {render.ref(pull.persona, m.id): m.id for m in pull.held}
+    pull.confirm(transcript.find(markers, keep=False))
+    transcript.keep_reached()
 
 
 def _mark_handed(holder: Holder, transcript: Transcript) -> None:
@@ -375,7 +380,7 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Sequence[st
         everything = [i for ids in held.values() for i in ids]
         if not everything:
             return
-        seen = _shown(transcript, inp.persona, everything)
+        seen = shown_in(transcript, inp.persona, everything)
         for key, ids in held.items():
             if ids:
                 ready.engine.settle(key, confirmed=seen & set(ids), released=set(ids) - seen)

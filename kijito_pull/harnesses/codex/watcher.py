@@ -103,9 +103,7 @@ class Watcher:
         """Confirm what Codex took; queue the next batch when nothing is in flight. True: mail was queued."""
         with self.engine.open(holder=self.holder) as pull:
             if pull.held:
-                markers = {render.ref(self.persona, m.id): m.id for m in pull.held}
-                pull.confirm(self.transcript.find(markers, keep=False))
-                self.transcript.keep_reached()
+                handover.confirm_held(pull, self.transcript)
             self.in_flight = bool(pull.held)
             if self.in_flight or not pull.pending:
                 return False
@@ -197,7 +195,7 @@ def settle(inp: HookInput, environ: Mapping[str, str]) -> None:
             state = ready.engine.store.load().state
         held = [i for i, e in state.pending.items() if e.held_by(key)] if state is not None else []
         if held:
-            seen = transcript.find({render.ref(inp.persona, i): i for i in held})
+            seen = handover.shown_in(transcript, inp.persona, held)
             ready.engine.settle(key, confirmed=seen, released=set(held) - seen)
     finally:
         ready.close()
