@@ -33,7 +33,7 @@ import uuid
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
-from kijito_pull.core import config, render
+from kijito_pull.core import config, process, render
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
@@ -85,7 +85,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     settings = options.settings(args, env)
     persona = settings.personas[0]
     ctx = Context(settings)
-    holder = Holder(f"exec:{uuid.uuid4().hex[:12]}", os.getpid(), _start_of(os.getpid()), ttl=EXEC_TTL)
+    me = process.me()
+    holder = Holder(f"exec:{uuid.uuid4().hex[:12]}", me.pid, me.start, ttl=EXEC_TTL)
     with ctx:
         engine = ctx.engine(persona)
         text, shown = "", []
@@ -161,10 +162,3 @@ def _stream(stream):  # noqa: ANN001, ANN202 - a text stream, or an in-memory on
         return stream.fileno()
     except (AttributeError, OSError, ValueError):
         return sys.stdout.fileno() if stream is sys.stdout else None
-
-
-def _start_of(pid: int) -> str | None:
-    from kijito_pull.core import process
-
-    info = process.proc(pid)
-    return info.start if info else None
