@@ -360,14 +360,19 @@ def _mark_handed(holder: Holder, transcript: Transcript) -> None:
         pass  # the deadline and the holder's liveness still claim it back
 
 
-def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Sequence[str] = ()) -> None:
+def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Mapping[str, str] | None = None) -> None:
     """SessionEnd (and /clear): confirm what the transcript shows of this session's hand-overs and make
     the rest unseen again at once, so the next session gets it without waiting for a deadline. `also`:
-    other holder keys of the same session (Claude Code's pusher, kijito_pull.harnesses.claude.push)."""
+    other holders of the same session (Claude Code's pusher, the Codex watcher), holder key -> the name of
+    the transcript reader that holder keeps: each holder's entries are looked for from where its own
+    reader stopped, since the hooks' reader may already be past markers the other holder had not seen."""
     session = holder_of(inp, environ)
     if session is None:
         return
     holder, transcript = session
+    readers = {holder.key: transcript}
+    for key, reader in (also or {}).items():
+        readers[key] = Transcript(Paths(environ), str(inp.session_id), transcript.path, reader=reader)
     ready = setup(inp.persona, environ)
     try:
         with ready.engine.store.locked(ready.engine.lock_timeout):
@@ -375,18 +380,15 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Sequence[st
         state = loaded.state
         if state is None:
             return
-        keys = [holder.key, *also]
-        held = {key: [i for i, e in state.pending.items() if e.held_by(key)] for key in keys}
-        everything = [i for ids in held.values() for i in ids]
-        if not everything:
-            return
-        seen = shown_in(transcript, inp.persona, everything)
-        for key, ids in held.items():
+        for key, reading in readers.items():
+            ids = [i for i, e in state.pending.items() if e.held_by(key)]
             if ids:
-                ready.engine.settle(key, confirmed=seen & set(ids), released=set(ids) - seen)
+                seen = shown_in(reading, inp.persona, ids)
+                ready.engine.settle(key, confirmed=seen, released=set(ids) - seen)
     finally:
         ready.close()
-        transcript.forget()
+        for reading in readers.values():
+            reading.forget()
 
 
 def _failure(exc: BaseException) -> str:

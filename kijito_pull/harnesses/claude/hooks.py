@@ -69,6 +69,7 @@ from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.watch.longpoll import LongPoll
 
+PUSH_READER = "push-transcript"  # the pusher's own transcript reader (offset), apart from the hooks'
 WAKER_WAIT = 25  # long-poll hold asked of notify/pending
 WAKER_POLL = 15.0  # seconds between polls when the server does not long-poll
 WAKER_GRACE = 3.0  # at most this long, let the synchronous hook of the same event hand over what waits
@@ -112,7 +113,7 @@ def session_end(inp: HookInput, env: Environment) -> int:
     """SessionEnd (the gate ended the waker): what this session was handed and its transcript shows is
     confirmed, the rest is unseen again at once, so the next session gets it."""
     try:
-        also = [push_holder_key(inp.session_id)] if inp.session_id else []
+        also = {push_holder_key(inp.session_id): PUSH_READER} if inp.session_id else {}
         handover.confirm_at_end(inp, env.environ, also=also)
         if inp.session_id:  # also when the input named no transcript
             lifecycle.handed_marker(env.environ, inp.session_id).unlink(missing_ok=True)
@@ -487,7 +488,7 @@ def _pusher_for(inp: HookInput, ready: Setup, environ: Mapping[str, str], errors
     found = transcript_of(inp.data, paths, inp.session_id)
     if found is None:
         return None, "the hook input names no transcript, so a push could not be confirmed"
-    transcript = type(found)(paths, inp.session_id, found.path, reader="push-transcript")
+    transcript = type(found)(paths, inp.session_id, found.path, reader=PUSH_READER)
     marker = lifecycle.handed_marker(environ, inp.session_id)
 
     def mark_handed() -> None:

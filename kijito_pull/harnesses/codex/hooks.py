@@ -113,8 +113,7 @@ def session_end(inp: HookInput, env: Environment) -> None:
         return
     try:
         lifecycle.end_session(env.environ, sid)
-        handover.confirm_at_end(inp, env.environ)
-        watcher.settle(inp, env.environ)
+        handover.confirm_at_end(inp, env.environ, also={watcher.queue_holder_key(sid): watcher.READER})
         lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
     except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
         say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "

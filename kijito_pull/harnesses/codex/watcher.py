@@ -46,6 +46,7 @@ from kijito_pull.harnesses.transcript import Transcript
 from kijito_pull.watch.longpoll import Counts, LongPoll, Notifier, NotifyFailed
 
 NAME = "codex-watch"
+READER = "queue"  # the watcher's own rollout reader (offset), apart from the hooks'
 QUEUE_TTL = 2 * 3600.0  # a queued hand-over may wait behind a long turn; claimed back after this
 QUEUE_TIMEOUT = 20.0  # one `codex queue` call
 CHECK = 0.5  # how often the watcher looks at its session, lease and rollout
@@ -180,28 +181,6 @@ class QueueError(Exception):
     pass
 
 
-def settle(inp: HookInput, environ: Mapping[str, str]) -> None:
-    """SessionEnd: what the rollout shows of the watcher's queued hand-overs is confirmed, the rest is unseen
-    again at once (Codex drops a closed session's queue), so the next session gets it."""
-    sid = inp.session_id
-    raw = inp.data.get("transcript_path")
-    if sid is None or not isinstance(raw, str) or not os.path.isabs(raw):
-        return
-    transcript = Transcript(Paths(environ), sid, raw, reader="queue")
-    ready = handover.setup(inp.persona, environ)
-    try:
-        key = queue_holder_key(sid)
-        with ready.engine.store.locked(ready.engine.lock_timeout):
-            state = ready.engine.store.load().state
-        held = [i for i, e in state.pending.items() if e.held_by(key)] if state is not None else []
-        if held:
-            seen = handover.shown_in(transcript, inp.persona, held)
-            ready.engine.settle(key, confirmed=seen, released=set(held) - seen)
-    finally:
-        ready.close()
-        transcript.forget()
-
-
 def run(inp: HookInput, env: Any) -> int:
     """`kijito-pull hook codex-watch` (started by codex-session-start, never by Codex): take the lease, watch."""
     from kijito_pull.harnesses.codex import session as codex_session
@@ -232,7 +211,7 @@ def run(inp: HookInput, env: Any) -> int:
         return 0
     say(errors, f"{NAME}: {outcome.line()}; {codex} queue --thread {sid}")
     watcher = Watcher(inp, environ, errors, codex=codex, me=me, host=host, ready=ready,
-                      transcript=Transcript(Paths(environ), sid, raw, reader="queue"))
+                      transcript=Transcript(Paths(environ), sid, raw, reader=READER))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: watcher.stop.set())
     return watcher.run()

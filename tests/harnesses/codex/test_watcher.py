@@ -190,3 +190,34 @@ def test_the_watcher_gives_codex_no_token(sb, watched):
     assert watched.wait(lambda: env_log.exists() and env_log.read_text())
     assert env_log.read_text().split() == ["none"]
     assert watched.environ["KIJITOMON_TOKEN"] == TOKEN  # the watcher itself had it
+
+
+def test_session_end_confirms_what_codex_took_even_after_a_hook_read_past_it(sb, watched):
+    """The watcher was killed before it saw its queued turn in the rollout, and a Stop hook has read the
+    rollout past it since: SessionEnd still confirms it (settling the watcher's holder too), so it is not
+    handed over again."""
+    import io
+
+    from kijito_pull.cli.main import main
+    from kijito_pull.core.environment import Environment
+
+    sb.send(PERSONA, "loom", "MAIL-AT-START")
+    started = watched.start()["hookSpecificOutput"]["additionalContext"]  # the hooks hold this one
+    watched.hold.touch()  # Codex keeps the watcher's message queued for now
+    watcher = watched.watch()
+    sb.send(PERSONA, "loom", "MAIL-TAKEN-LATE")
+    assert watched.wait(lambda: watched.queued()), _diag(watcher)
+    assert "MAIL-AT-START" not in watched.queued()[0]
+    watcher.kill()
+    watcher.wait(timeout=10)
+    watched.rollout.developer(watched.queued()[0])  # then Codex takes the queued turn,
+    watched.rollout.developer(started)  # and the session-start context is recorded after it
+    # The Stop hook confirms its own hand-over, reading the rollout past the watcher's marker too.
+    assert watched.stop() == {}
+    code, out, err = watched.end()
+    assert (code, out) == (0, "{}\n"), err
+    assert [p for p in watched.status() if p["holder"]] == []
+    unseen = io.StringIO()
+    main(["--once", "--peek", "--persona", PERSONA], Environment(stdout=unseen, stderr=io.StringIO(),
+                                                                 environ=watched.environ, cwd=str(watched.project)))
+    assert "MAIL-TAKEN-LATE" not in unseen.getvalue()
