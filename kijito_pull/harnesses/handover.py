@@ -324,7 +324,7 @@ def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: 
         text, shown = sink.compose(engine.persona, batch)
         # SessionEnd settles only a session marked as handed to, so the mark comes first: a kill between
         # the two leaves a mark with nothing pending (harmless), never pending mail SessionEnd skips.
-        _mark_handed(holder, transcript)
+        mark_handed(transcript)
         pull.hand_over(shown)  # durable before the answer is written: a kill after it loses nothing
         if not sink.emit(text):
             pull.retake()
@@ -350,7 +350,7 @@ def confirm_held(pull: Pull, transcript: Transcript) -> None:
     transcript.keep_reached()
 
 
-def _mark_handed(holder: Holder, transcript: Transcript) -> None:
+def mark_handed(transcript: Transcript) -> None:
     """Tell this session's SessionEnd that it has hand-overs to settle (a cheap file test in the gate)."""
     marker = transcript.handed_marker
     try:

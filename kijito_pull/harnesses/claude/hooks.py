@@ -479,7 +479,7 @@ def _pusher_for(inp: HookInput, ready: Setup, environ: Mapping[str, str], errors
                 me: lifecycle.Proc) -> tuple[Pusher | None, str]:
     """The session's pusher, when it has an inbox socket that accepts connections and a transcript."""
     from kijito_pull.core.paths import Paths
-    from kijito_pull.harnesses.transcript import transcript_of
+    from kijito_pull.harnesses.transcript import Transcript, transcript_of
 
     sock, why = inbox_socket.from_environ(environ)
     if sock is None or inp.session_id is None:
@@ -488,19 +488,10 @@ def _pusher_for(inp: HookInput, ready: Setup, environ: Mapping[str, str], errors
     found = transcript_of(inp.data, paths, inp.session_id)
     if found is None:
         return None, "the hook input names no transcript, so a push could not be confirmed"
-    transcript = type(found)(paths, inp.session_id, found.path, reader=PUSH_READER)
-    marker = lifecycle.handed_marker(environ, inp.session_id)
-
-    def mark_handed() -> None:
-        try:
-            marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            marker.touch(mode=0o600)
-        except OSError:
-            pass
-
+    transcript = Transcript(paths, inp.session_id, found.path, reader=PUSH_READER)
     return Pusher(ready.engine, sock, transcript, persona=inp.persona, session_id=inp.session_id,
                   policy=inp.optin.interrupt, pid=me.pid, pid_start=me.start, errors=errors,
-                  mark_handed=mark_handed), why
+                  mark_handed=lambda: handover.mark_handed(transcript)), why
 
 
 def run_pusher(inp: HookInput, env: Environment) -> int:
