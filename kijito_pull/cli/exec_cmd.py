@@ -28,7 +28,6 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 
 from kijito_pull.cli import options
@@ -161,4 +160,4 @@ def _stream(stream):  # noqa: ANN001, ANN202 - a text stream, or an in-memory on
         stream.flush()
         return stream.fileno()
     except (AttributeError, OSError, ValueError):
-        return sys.stdout.fileno() if stream is sys.stdout else None
+        return None

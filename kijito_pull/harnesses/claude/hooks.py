@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from kijito_pull.core import config, render
+from kijito_pull.core import config, process, render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
@@ -296,7 +296,7 @@ class Waker:
     def _vouch_now(self, seconds: float) -> None:
         """Write (or renew) the session's "nothing new" note for lean hooks; only after a clear peek whose
         files have not changed since, and with no push awaiting its confirmation."""
-        stamp = getattr(self, "_vouch", None)
+        stamp = self._vouch
         if stamp is None or (self.pusher is not None and self.pusher.waiting):
             return
         if lifecycle.files_stamp(self._vouch_files) != stamp:
@@ -555,7 +555,7 @@ def arm(project: str, persona: str, session_id: str, environ: Mapping[str, str],
         ready = setup(persona, environ, timeout=5.0, attempts=1, deadline=5.0)
     except config.ConfigError as exc:
         return lifecycle.Outcome(Result.STARTUP_FAILED, session_id, _failure(exc)), None
-    me = lifecycle.proc(os.getpid()) or lifecycle.Proc(os.getpid(), None)
+    me = process.me()
     try:
         outcome = lifecycle.acquire(environ, session_id, project=project, persona=persona, me=me, host=host,
                                     source=source)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping
 from typing import IO, Any
 
-from kijito_pull.core import render
+from kijito_pull.core import process, render
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
@@ -197,7 +197,7 @@ def run(inp: HookInput, env: Any) -> int:
         say(errors, f"{NAME}: session {sid}: no `codex` command found (PATH, ${codex_session.CODEX_ENV}); not watching")
         return 0
     ready = handover.setup(inp.persona, environ, timeout=5.0, attempts=1, deadline=5.0)
-    me = lifecycle.proc(os.getpid()) or lifecycle.Proc(os.getpid(), None)
+    me = process.me()
     try:
         outcome = lifecycle.acquire(environ, sid, project=inp.project, persona=inp.persona, me=me, host=host,
                                     source="codex", one_per_host=False)
