@@ -78,6 +78,9 @@ def test_a_stop_hook_with_nothing_new_reads_nothing_from_the_server_while_the_wa
 def test_new_mail_ends_the_vouch_and_the_stop_hook_hands_it_over(hooks, sb, waker):
     sb.send(to=PERSONA, sender="loom", content="NEW-MAIL: look")
     assert waker.wait(10) == 2  # the doorbell rang (this waker has no socket to push through)
+    # The ring took the waker's word back: its note is gone (a dead waker would not vouch anyway, so
+    # nothing_new alone could not tell).
+    assert not (lifecycle.sessions_dir(hooks.environ) / f"{SID}.current").exists()
     assert not lifecycle.nothing_new(hooks.environ, SID, PERSONA)
     code, out, _ = hooks("claude-stop", session_id=SID, hook_event_name="Stop", stop_hook_active=False)
     assert code == 0 and "NEW-MAIL" in json.loads(out)["reason"]
