@@ -10,13 +10,17 @@ killed hook's output is discarded).
 Transcripts grow large, so each session's is read incrementally, line by line: the offset reached (the
 start of the first line not yet complete) is kept beside the session's lease (Paths.sessions_dir), and
 each look reads only what was appended since. A transcript that was replaced (shorter than the offset,
-or another path) is read again from the start. A marker in the incomplete last line counts too, and
-that line is read again by the next look.
+or another path) is read again from the start. A marker in the incomplete last line counts as queued
+(below), never as shown, and that line is read again, whole, by the next look.
 
 A line that only records Claude Code's message queue (`{"type":"queue-operation",...}`: a message sent
 through the session inbox socket was queued, or taken off the queue) does not show the model anything:
 its markers are reported as `queued` (the session accepted the message; kijito_pull.harnesses.claude.push)
-and never as shown.
+and never as shown. Such a line is known by its parsed top-level `type`, whatever the order of its keys
+or its spacing; a complete line is parsed only when it holds a wanted marker and the word
+`queue-operation`. A line whose type cannot be told (the incomplete last line: its `type` may not be
+written yet; a line that names `queue-operation` but does not parse) counts as queued, never as shown:
+erring that way only delays an acknowledgement.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from kijito_pull.core.paths import Paths
 
 CHUNK = 1 << 20
 MAX_READ = 256 << 20  # one look reads at most this much; the rest is read by the next look
-QUEUE_LINE = b'{"type":"queue-operation"'  # Claude Code's record of its own message queue
+QUEUE_TYPE = "queue-operation"  # the `type` of Claude Code's record of its own message queue
+_QUEUE_WORD = QUEUE_TYPE.encode("ascii")  # the cheap test: only a line holding it is parsed
 
 
 class Seen:
@@ -120,32 +125,47 @@ class Transcript:
                 if last < 0:
                     carry = window
                     continue
-                self._classify(window[:last + 1], wanted, seen)
+                self._classify(window[:last + 1], wanted, seen, complete=True)
                 position += last + 1
                 carry = window[last + 1:]
             if carry:
-                self._classify(carry, wanted, seen)  # incomplete: counted now, read again next time
+                self._classify(carry, wanted, seen, complete=False)  # read again, whole, next time
         self._reached = position
         if keep:
             self._save(position)
         return seen
 
     @staticmethod
-    def _classify(block: bytes, wanted: Mapping[bytes, int], seen: Seen) -> None:
+    def _classify(block: bytes, wanted: Mapping[bytes, int], seen: Seen, *, complete: bool) -> None:
         present = [(m, i) for m, i in wanted.items() if i not in seen.shown and m in block]
         if not present:
             return
         for line in block.split(b"\n"):
-            queue = line.startswith(QUEUE_LINE)
-            for marker, ident in present:
-                if ident not in seen.shown and marker in line:
-                    (seen.queued if queue else seen.shown).add(ident)
+            found = [(m, i) for m, i in present if i not in seen.shown and m in line]
+            if not found:
+                continue
+            queue = _is_queue_line(line, complete)
+            for _marker, ident in found:
+                (seen.queued if queue else seen.shown).add(ident)
         seen.queued -= seen.shown
 
     def keep_reached(self) -> None:
         """Keep how far the last `find(..., keep=False)` read."""
         if self._reached is not None:
             self._save(self._reached)
+
+
+def _is_queue_line(line: bytes, complete: bool) -> bool:
+    """Is this transcript line Claude Code's record of its message queue (its top-level `type`)? A complete
+    line is parsed only when it names `queue-operation` at all; a line that does not parse counts as one
+    (see the module doc)."""
+    if complete and _QUEUE_WORD not in line:
+        return False
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return True
+    return isinstance(record, dict) and record.get("type") == QUEUE_TYPE
 
 
 def transcript_of(data: Mapping[str, object], paths: Paths, session_id: str) -> Transcript | None:
