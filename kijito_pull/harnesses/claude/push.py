@@ -7,7 +7,11 @@ a pushed message at its next tool boundary; an idle one takes a new turn with it
     push()   under the cursor lock: the unseen mail the project's interrupt policy lets through
              (`inbox interrupt:`, kijito_pull.harnesses.session.optin.may_interrupt), rendered as one
              hand-over (core.render.hand_over: data, with each message's `kijito-ref:` marker), recorded
-             as pending with the pusher's own holder, then written to the socket
+             as pending with the pusher's own holder, then written to the socket. One socket message
+             holds at most `max_text` characters (inbox_socket.MAX_TEXT): when the hand-over would be
+             longer it shows fewer messages (the rest follow in the next pushes), and a message that
+             does not fit even alone is set aside (`set_aside`: no longer `wanted`), so the doorbell or
+             the Stop hook hands it over, while pushing goes on for the rest
     check()  reads the transcript (harnesses/transcript.py): a marker in a queue-operation line means
              Claude Code queued the message (accepted); anywhere else, that the model was given it, and
              only then is it acknowledged (Engine.settle). A push that shows neither within
@@ -32,7 +36,7 @@ from kijito_pull.core import render
 from kijito_pull.core.engine import Engine
 from kijito_pull.core.models import Message
 from kijito_pull.core.pending import Holder
-from kijito_pull.harnesses.claude.inbox_socket import InboxSocket
+from kijito_pull.harnesses.claude.inbox_socket import MAX_TEXT, InboxSocket
 from kijito_pull.harnesses.hookgate import say
 from kijito_pull.harnesses.session.optin import may_interrupt
 from kijito_pull.harnesses.transcript import Transcript
@@ -48,11 +52,18 @@ def push_holder_key(session_id: str) -> str:
     return f"{PUSH_KEY}:{session_id}"
 
 
+def _more_note(later: list[Message]) -> str:
+    ids = [m.id for m in later]
+    noun = "message" if len(ids) == 1 else "messages"
+    return (f"{len(ids)} more unread {noun} (ids {min(ids)} to {max(ids)}) did not fit in this push; "
+            f"they follow separately.")
+
+
 class Pusher:
     def __init__(self, engine: Engine, sock: InboxSocket, transcript: Transcript, *, persona: str,
                  session_id: str, policy: str, pid: int, pid_start: str | None, errors: IO[str],
                  mark_handed: Callable[[], None] = lambda: None, accept_wait: float = ACCEPT_WAIT,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, max_text: int = MAX_TEXT):
         self.engine = engine
         self.socket = sock
         self.transcript = transcript
@@ -67,10 +78,13 @@ class Pusher:
         self.queued: set[int] = set()  # Claude Code queued it; the model has not been given it yet
         self.confirmed: list[int] = []
         self.refused: str | None = None  # why this pusher stopped pushing
+        self.max_text = max_text  # the longest text one socket message may carry
+        self.set_aside: set[int] = set()  # too long to push even alone: the doorbell or Stop hook hands it over
 
     def wanted(self, message: Message) -> bool:
-        """May this message reach the agent mid-turn (the project's interrupt policy)?"""
-        return may_interrupt(self.policy, message.urgent)
+        """Is this message pushed: may it reach the agent mid-turn (the project's interrupt policy), and
+        does it fit in a socket message?"""
+        return message.id not in self.set_aside and may_interrupt(self.policy, message.urgent)
 
     @property
     def waiting(self) -> bool:
@@ -89,7 +103,10 @@ class Pusher:
                 return []
             notes = [f"kijito-pull note ({e.get('event', 'note')}): {e.get('reason') or 'see `kijito-pull status`'}."
                      for e in pull.signals]
-            text, shown = render.hand_over(self.persona, batch, extra_notes=[SOCKET_NOTE, *notes])
+            fitted = self._fit(batch, [SOCKET_NOTE, *notes])
+            if fitted is None:
+                return []
+            text, shown = fitted
             self.mark_handed()  # before the hand-over: SessionEnd then settles whatever is pending
             pull.hand_over(shown)  # durable before the write: a kill after it loses nothing
             try:
@@ -104,6 +121,37 @@ class Pusher:
         for m in shown:
             self.inflight[m.id] = now
         return [m.id for m in shown]
+
+    def _fit(self, batch: list[Message], notes: list[str]) -> tuple[str, list[Message]] | None:
+        """The text of one push and the messages it shows, at most `max_text` characters: the hand-over of
+        the whole batch, else of fewer messages (halved until it fits; a note says that more follow). A
+        message that does not fit even alone is set aside; None when nothing is left to push."""
+        while batch:
+            count = len(batch)
+            while True:
+                later = batch[count:]
+                extra = [*notes, _more_note(later)] if later else notes
+                text, shown = render.hand_over(self.persona, batch[:count], extra_notes=extra)
+                if shown and len(text) <= self.max_text:
+                    return text, shown
+                if len(shown) <= 1:
+                    break
+                count = len(shown) // 2
+            if shown and later:  # alone, without the note on what follows
+                text, shown = render.hand_over(self.persona, batch[:1], extra_notes=notes)
+                if shown and len(text) <= self.max_text:
+                    return text, shown
+            # Not even one message fits: set it aside (all of them when none could be shown at all: the
+            # notes alone leave no room), so the doorbell or the Stop hook hands it over instead.
+            aside = batch[:1] if shown else batch
+            self.set_aside.update(m.id for m in aside)
+            listed = ", ".join(str(m.id) for m in aside[:10]) + (", ..." if len(aside) > 10 else "")
+            why = (f"{len(text)} > {self.max_text} characters" if shown else
+                   "this push's notes leave no room for a message")
+            say(self.errors, f"claude push: message(s) {listed} do not fit in one session inbox message ({why}); "
+                             f"they go by the doorbell or the Stop hook")
+            batch = batch[len(aside):]
+        return None
 
     def check(self) -> None:
         """Confirm from the transcript what the model was given; give back what the session never took."""
