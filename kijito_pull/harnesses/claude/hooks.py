@@ -496,11 +496,14 @@ def _pusher_for(inp: HookInput, ready: Setup, environ: Mapping[str, str], errors
 
 def run_pusher(inp: HookInput, env: Environment) -> int:
     """claude-pusher (a headless run with an inbox socket): the session's one process that pushes new mail
-    into it; no doorbell. Where there is no socket it leaves at once and the Stop hook does the work."""
+    into it; no doorbell. Where the environment names no socket it leaves at once; where the socket does
+    not accept connections it records why (`kijito-pull doctor`) and leaves. The Stop hook does the rest."""
     sid = inp.session_id
     if sid is None:
         return 0
-    sock, why = inbox_socket.from_environ(env.environ)
+    # Only what the environment says: arm's _pusher_for connects to the socket (once) to see that it
+    # accepts connections, and records why not for `kijito-pull doctor` when it does not.
+    sock, _why = inbox_socket.from_environ(env.environ, probe=False)
     if sock is None:
         return 0
     outcome, waker = arm(inp.project, inp.persona, sid, env.environ, env.stderr, host=lifecycle.host_process(),

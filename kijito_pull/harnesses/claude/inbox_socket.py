@@ -77,8 +77,9 @@ class InboxSocket:
             sock.close()
 
 
-def from_environ(environ: Mapping[str, str]) -> tuple[InboxSocket | None, str]:
-    """(the session's socket, why) -- None when this session has none we may use."""
+def from_environ(environ: Mapping[str, str], *, probe: bool = True) -> tuple[InboxSocket | None, str]:
+    """(the session's socket, why) -- None when this session has none we may use. probe=False: only what
+    the environment says (no connection is made; the socket may still refuse them)."""
     if environ.get(PUSH_ENV, "").strip().lower() == "off":
         return None, f"{PUSH_ENV}=off"
     path, token = environ.get(SOCKET_ENV, ""), environ.get(TOKEN_ENV, "")
@@ -88,6 +89,8 @@ def from_environ(environ: Mapping[str, str]) -> tuple[InboxSocket | None, str]:
     if "\0" in path or not os.path.isabs(path):
         return None, f"${SOCKET_ENV} is not an absolute path"
     sock = InboxSocket(path, token)
+    if not probe:
+        return sock, f"the session inbox socket {path} is named (not yet tried)"
     if not sock.reachable():
         return None, f"the session inbox socket {path} does not accept connections"
     return sock, f"the session inbox socket {path} accepts connections"

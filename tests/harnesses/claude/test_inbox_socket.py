@@ -213,3 +213,14 @@ def test_from_environ_with_a_socket_that_refuses_connections(fake):
     fake.close()
     sock, why = inbox_socket.from_environ(environ)
     assert sock is None and "does not accept connections" in why
+
+
+def test_from_environ_without_probe_names_the_socket_without_connecting(fake):
+    sock, why = inbox_socket.from_environ(fake.environ(), probe=False)
+    assert isinstance(sock, InboxSocket) and sock.path == fake.path and "not yet tried" in why
+    time.sleep(0.1)
+    assert fake.connections == []
+    environ = fake.environ()
+    fake.close()
+    assert inbox_socket.from_environ(environ, probe=False)[0] is not None  # it does not know it is gone
+    assert inbox_socket.from_environ({**environ, inbox_socket.PUSH_ENV: "off"}, probe=False)[0] is None

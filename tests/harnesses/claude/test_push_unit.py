@@ -380,3 +380,56 @@ def _messages(hooks: Hooks, ids: list[int]):
     finally:
         ready.close()
     return [by_id[i] for i in ids]
+
+
+# -- the claude-pusher hook (claude -p), as the process Claude Code starts ------------------------------------
+
+
+def _until(predicate, timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_the_pusher_hook_looks_at_the_socket_once_then_pushes_and_confirms(hooks, sb, fake, session, tmp_path):
+    from kijito_pull.doctor import Context
+    from kijito_pull.harnesses.claude.checks import check_push
+    from kijito_pull.harnesses.session import lifecycle
+
+    establish_cursor(hooks, sb)
+    fields = {"session_id": SID, "transcript_path": str(session.path), "hook_event_name": "SessionStart",
+              "source": "startup"}
+    code, _, err = hooks("claude-session-start", **fields)  # its synchronous sibling, as Claude Code runs both
+    assert code == 0, err
+
+    def claude_code_takes_it(text: str) -> None:  # an idle session: queued, then given to the model at once
+        session.queue(text)
+        session.give(text)
+
+    fake.on_message = claude_code_takes_it
+    proc = hooks.spawn("claude-pusher", env=fake.environ(), **fields)
+    try:
+        mode = _until(lambda: lifecycle.read_push_mode(hooks.environ, SID))
+        assert mode and mode["pushing"] is True, proc.stderr.read() if proc.poll() is not None else mode
+        time.sleep(0.3)
+        assert fake.connections == [b""]  # one look at the socket while arming, nothing sent
+
+        mid = sb.send(PERSONA, "loom", "pushed while the run works")
+        assert _until(lambda: fake.messages), "nothing was pushed"
+        assert ids_in(fake.messages[0]) == [mid]
+        assert _until(lambda: state(hooks)["pending"] == [] and state(hooks)["delivered_above"] == 1)
+        assert len(fake.connections) == 2  # the look, then the push
+
+        finding = check_push(Context(environ={**hooks.environ, "CLAUDE_CODE_SESSION_ID": SID}, cwd=str(tmp_path)))
+        assert "new mail is pushed into the session as it arrives" in finding.detail
+        assert lifecycle.live_lease(hooks.environ, SID) is not None
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0 and out == "", err
+    assert lifecycle.live_lease(hooks.environ, SID) is None  # the lease is given back
+    assert once_ids(hooks) == []  # confirmed: no other path gets it again
