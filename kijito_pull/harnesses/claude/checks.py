@@ -46,9 +46,12 @@ def check_push(ctx: Context) -> Finding:
     bare = ("`claude -p --bare` runs no hooks and binds no inbox socket: such a run gets no mail from the "
             "plugin; scripts use `kijito-pull exec -- claude -p --bare ...`")
     raw = ctx.environ.get(SESSION_ENV) or None
-    sid = lifecycle.check_session_id(raw)[0] if raw else None
-    if sid is None:
+    if raw is None:
         return Finding("push", OK, f"not inside a Claude Code session; note: {bare}")
+    sid, problem = lifecycle.check_session_id(raw)
+    if sid is None:  # the waker check warns about it
+        return Finding("push", OK, f"$CLAUDE_CODE_SESSION_ID is unusable ({problem}), so no session to check; "
+                                   f"note: {bare}")
     mode = lifecycle.read_push_mode(ctx.environ, sid)
     if mode is None:
         return Finding("push", OK, f"session {sid}: no waker has reported yet (mail arrives at turn ends and by "
