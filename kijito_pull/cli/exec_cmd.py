@@ -16,10 +16,12 @@ hooks, not even `--settings` ones, and binds no inbox socket, so the plugin neve
 3. The hand-over is acknowledged only if the command exits 0 (for `claude -p`: the model answered the
    prompt that carried the mail); otherwise, or if it is killed, the mail is unseen again.
 4. Afterwards the inbox is checked again: mail that arrived during the run is not handed to a run that
-   is over; it is announced on stderr and waits for the next run (or `kijito-pull --once`).
+   is over, nor is waiting mail that did not fit in the run's input (one hand-over shows what fits); both
+   are announced on stderr and wait for the next run (or `kijito-pull --once`).
 
-Exit status: the command's own; 2 for a usage or configuration error; 1 when the inbox could not be
-read before the run (the command is not started then, unless `--run-anyway`).
+Exit status: the command's own (128 + N when a signal N ended it, as a shell reports it); 2 for a usage
+or configuration error; 1 when the inbox could not be read before the run (the command is not started
+then, unless `--run-anyway`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import uuid
 
@@ -89,9 +92,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     with ctx:
         engine = ctx.engine(persona)
         text, shown = "", []
+        before: set[int] = set()  # unseen before the run
         try:
             with engine.open(holder=holder) as pull:
                 batch = list(pull.pending)
+                before = {m.id for m in batch}
                 if batch:
                     notes = [f"kijito-pull note ({e.get('event', 'note')}): "
                              f"{e.get('reason') or 'see kijito-pull status'}." for e in pull.signals]
@@ -105,26 +110,37 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         ids = [m.id for m in shown]
         if ids:
             env.error(f"exec: handing {len(ids)} message(s) to {command[0]} (ids {', '.join(map(str, ids))})")
-        code = _run_command(command, text, env)
+        raw = _run_command(command, text, env)
+        code = 128 - raw if raw < 0 else raw  # ended by signal N: 128 + N, as a shell reports it
         try:
             if ids:
                 if code == 0:
                     engine.settle(holder.key, confirmed=ids)
                 else:
                     engine.settle(holder.key, released=ids)
-                    env.error(f"exec: {command[0]} exited {code}; the {len(ids)} message(s) it was handed are "
+                    env.error(f"exec: {command[0]} {_ended(raw)}; the {len(ids)} message(s) it was handed are "
                               f"unseen again")
             with engine.store.locked(engine.lock_timeout):
                 with engine.open(peek=True) as after:
-                    late = [m.id for m in after.pending]
+                    waiting = [m.id for m in after.pending if m.id not in ids]  # not what it was just handed
         except (ApiError, StateError) as exc:
             env.error(f"exec: {persona}: the inbox could not be checked after the run ({exc})")
             return code
+        left = [i for i in waiting if i in before]
+        late = [i for i in waiting if i not in before]
+        if left:
+            env.error(f"exec: {len(left)} more message(s) for {persona} did not fit in this run's input (ids "
+                      f"{_listed(left)}); they wait for the next run (`kijito-pull --once --persona {persona}` "
+                      f"prints them)")
         if late:
             env.error(f"exec: {len(late)} new message(s) for {persona} arrived during the run (ids "
-                      f"{', '.join(map(str, late[:20]))}); they wait for the next run (`kijito-pull --once "
-                      f"--persona {persona}` prints them)")
+                      f"{_listed(late)}); they wait for the next run (`kijito-pull --once --persona {persona}` "
+                      f"prints them)")
     return code
+
+
+def _listed(ids: list[int]) -> str:
+    return ", ".join(map(str, ids[:20])) + (", ..." if len(ids) > 20 else "")
 
 
 def _run_command(command: list[str], text: str, env: Environment) -> int:
@@ -148,11 +164,22 @@ def _run_command(command: list[str], text: str, env: Environment) -> int:
                 pass
             finally:
                 proc.stdin.close()
-        return proc.wait()
+        return proc.wait()  # -N: ended by signal N
     except KeyboardInterrupt:
         proc.terminate()
         proc.wait()
         return 130
+
+
+def _ended(code: int) -> str:
+    """How the command ended, from its raw status (-N: signal N)."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was ended by {name}"
+    return f"exited {code}"
 
 
 def _stream(stream):  # noqa: ANN001, ANN202 - a text stream, or an in-memory one in tests
