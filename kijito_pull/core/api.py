@@ -17,6 +17,7 @@ import tenacity
 import urllib3
 
 from kijito_pull import __version__
+from kijito_pull.core.transport import KeepAliveAdapter
 from kijito_pull.core.models import (
     ApiError,
     InboxPage,
@@ -55,7 +56,12 @@ class KijitoClient:
         self.attempts = max(1, attempts)
         self.deadline = deadline
         self._sleep = sleep
-        self._session = session or requests.Session()
+        if session is None:
+            session = requests.Session()
+            transport = KeepAliveAdapter()  # core/transport.py: requests over kept http.client connections
+            session.mount("http://", transport)
+            session.mount("https://", transport)
+        self._session = session
         self._session.trust_env = False  # no proxy or .netrc surprises carrying the token elsewhere
         self._session.headers["User-Agent"] = USER_AGENT
         if auth_header:

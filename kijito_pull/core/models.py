@@ -7,7 +7,7 @@ without importing the HTTP stack (core.api is the client that fetches them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 
 @dataclass(frozen=True)
@@ -153,13 +153,11 @@ def parse_inbox(data: Any, before_id: int | None = None) -> InboxPage:
     rows = data.get("result")
     if not isinstance(rows, list):
         raise ApiError("malformed inbox response: `result` is not a list")
-    messages: list[Message] = []
-    seen: set[int] = set()
-    for index, row in enumerate(rows):
-        messages.append(_parse_row(row, index))
-        if messages[-1].id in seen:
-            raise ApiError(f"malformed inbox response: id {messages[-1].id} appears twice in one page")
-        seen.add(messages[-1].id)
+    messages = [_parse_row(row, index) for index, row in enumerate(rows)]
+    ids = [m.id for m in messages]
+    if len(set(ids)) != len(ids):
+        twice = next(i for n, i in enumerate(ids) if i in ids[:n])
+        raise ApiError(f"malformed inbox response: id {twice} appears twice in one page")
     messages.sort(key=lambda m: m.id)
     return InboxPage(
         messages=tuple(messages),
@@ -173,23 +171,14 @@ def parse_inbox(data: Any, before_id: int | None = None) -> InboxPage:
 
 
 def _parse_row(row: Any, index: int) -> Message:
-    where = f"malformed inbox row {index}"
-    if not isinstance(row, dict):
-        raise ApiError(f"{where}: not an object")
+    # Checked field by field, cheapest first: a watch parses the whole newest page on every wake.
+    if type(row) is not dict:
+        raise ApiError(f"malformed inbox row {index}: not an object")
     mid = row.get("id")
-    if not _is_int(mid) or mid < 0:
-        raise ApiError(f"{where}: `id` is not a non-negative integer")
-    sender, content = row.get("from"), row.get("content")
-    if not isinstance(sender, str):
-        raise ApiError(f"{where} (id {mid}): `from` is not a string")
-    if not isinstance(content, str):
-        raise ApiError(f"{where} (id {mid}): `content` is not a string")
-    created = row.get("created", "")
-    if not isinstance(created, str):
-        raise ApiError(f"{where} (id {mid}): `created` is not a string")
-    read = row.get("read")
-    if read is not None and not isinstance(read, bool):
-        raise ApiError(f"{where} (id {mid}): `read` is not a boolean")
+    sender, content, created, read = row.get("from"), row.get("content"), row.get("created", ""), row.get("read")
+    if (type(mid) is not int or mid < 0 or type(sender) is not str or type(content) is not str
+            or type(created) is not str or (read is not None and type(read) is not bool)):
+        _reject_row(row, index)
     urgent = row.get("urgent")
     return Message(
         id=mid, sender=sender, content=content, created=created,
@@ -197,6 +186,21 @@ def _parse_row(row: Any, index: int) -> Message:
         read=read is True,
         urgent=urgent if isinstance(urgent, bool) else None,
     )
+
+
+def _reject_row(row: dict, index: int) -> NoReturn:
+    """Why a row that failed `_parse_row`'s checks is malformed (the first broken field, in field order)."""
+    where = f"malformed inbox row {index}"
+    mid = row.get("id")
+    if not _is_int(mid) or mid < 0:
+        raise ApiError(f"{where}: `id` is not a non-negative integer")
+    for key, wanted in (("from", "string"), ("content", "string"), ("created", "string"), ("read", "boolean")):
+        value = row.get(key, "" if key == "created" else None)
+        if key == "read" and value is None:
+            continue
+        if not isinstance(value, str if wanted == "string" else bool):
+            raise ApiError(f"{where} (id {mid}): `{key}` is not a {wanted}")
+    raise ApiError(f"{where} (id {mid}): malformed")
 
 
 def _omission(data: dict) -> int | str:

@@ -69,7 +69,10 @@ def client(sleeps):
 
 @pytest.fixture
 def mocked():
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as rsps:
+    # The client's own transport adapter (core/transport.py) stands where requests' HTTPAdapter would;
+    # tests/core/test_transport.py tests that adapter over real sockets.
+    with responses.RequestsMock(assert_all_requests_are_fired=False,
+                                target="kijito_pull.core.transport.KeepAliveAdapter.send") as rsps:
         yield rsps
 
 
