@@ -6,6 +6,7 @@ Every envelope is parsed into a typed result or raises `ApiError`. Nothing malfo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -17,7 +18,6 @@ import tenacity
 import urllib3
 
 from kijito_pull import __version__
-from kijito_pull.core.transport import KeepAliveAdapter
 from kijito_pull.core.models import (
     ApiError,
     InboxPage,
@@ -29,6 +29,7 @@ from kijito_pull.core.models import (
     parse_personas,
     parse_send,
 )
+from kijito_pull.core.transport import KeepAliveAdapter
 
 USER_AGENT = f"kijito-pull/{__version__}"
 log = logging.getLogger("kijito_pull.http")
@@ -114,33 +115,46 @@ class KijitoClient:
               json_body: Any = None, timeout: float | None = None, attempts: int | None = None) -> Any:
         started = time.monotonic()
         attempts = attempts or self.attempts
-        if attempts == 1:
-            # Nothing to retry (a notify hold, a send): tenacity would make the one call and re-raise.
-            return self._once(method, path, params, json_body, timeout or self.timeout, started)
+        timeout = timeout or self.timeout
+        try:
+            # The first attempt is made directly: most calls succeed at once, and tenacity's bookkeeping
+            # was a tenth of a watch's request CPU. Only a transient failure brings tenacity in.
+            return self._once(method, path, params, json_body, timeout, started)
+        except ApiError as exc:
+            if attempts == 1 or not exc.transient:
+                raise
+            first: ApiError | None = exc
+
+        def attempt() -> Any:
+            nonlocal first
+            if first is not None:  # tenacity's attempt 1 is the one already made: same schedule after it
+                failed, first = first, None
+                raise failed
+            return self._once(method, path, params, json_body, timeout, started)
+
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(lambda e: isinstance(e, ApiError) and e.transient),
-            stop=tenacity.stop_after_attempt(attempts) | tenacity.stop_after_delay(self.deadline),
+            # The deadline counts from the call's start, the first attempt included.
+            stop=lambda state: state.attempt_number >= attempts or time.monotonic() - started >= self.deadline,
             wait=_wait_for(self),
             sleep=self._sleep,
             reraise=True,
         )
-        return retrying(self._once, method, path, params, json_body, timeout or self.timeout, started)
+        return retrying(attempt)
 
     def _once(self, method: str, path: str, params: Sequence[tuple[str, str]], json_body: Any,
               timeout: float, started: float) -> Any:
         session = self._session
-        try:
+        with _failures(path, timeout):
             # What Session.request does, with the preparation kept (`_prepare`) and, since the session
             # never reads the environment (trust_env is off), its own proxies, verify and cert settings.
             response = session.send(self._prepare(method, path, params, json_body),
                                     timeout=(min(timeout, 10.0), timeout), allow_redirects=False, stream=True,
                                     proxies=session.proxies, verify=session.verify, cert=session.cert)
-        except requests.exceptions.Timeout:
-            raise ApiError(f"{path}: timed out after {timeout:g} s", transient=True) from None
-        except requests.exceptions.ConnectionError as exc:
-            raise ApiError(f"{path}: connection failed ({_short_reason(exc)})", transient=True) from None
-        except requests.exceptions.RequestException as exc:
-            raise ApiError(f"{path}: request failed ({type(exc).__name__})") from None
+        return self._answer(response, method, path, timeout, started)
+
+    def _answer(self, response: requests.Response, method: str, path: str, timeout: float, started: float) -> Any:
+        """The decoded body of a 2xx answer; any other answer is an ApiError."""
         with response:
             status = response.status_code
             if log.isEnabledFor(logging.DEBUG):
@@ -206,6 +220,19 @@ class KijitoClient:
             body.clear()
             raise
         return body
+
+
+@contextlib.contextmanager
+def _failures(path: str, timeout: float) -> Iterator[None]:
+    """requests' exceptions from sending a request or reading an answer's head, as ApiError."""
+    try:
+        yield
+    except requests.exceptions.Timeout:
+        raise ApiError(f"{path}: timed out after {timeout:g} s", transient=True) from None
+    except requests.exceptions.ConnectionError as exc:
+        raise ApiError(f"{path}: connection failed ({_short_reason(exc)})", transient=True) from None
+    except requests.exceptions.RequestException as exc:
+        raise ApiError(f"{path}: request failed ({type(exc).__name__})") from None
 
 
 def _arrivals(response: requests.Response, size: int) -> Iterator[bytes]:

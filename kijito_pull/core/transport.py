@@ -75,6 +75,11 @@ class KeepAliveAdapter(HTTPAdapter):
 
     def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
              verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
+        return self.begin(request, timeout=timeout, verify=verify, cert=cert, proxies=proxies).response(stream)
+
+    def begin(self, request: requests.PreparedRequest, timeout: Any = None, verify: Any = True,
+              cert: Any = None, proxies: Any = None) -> Exchange:
+        """Write the request; its answer is read by `Exchange.response`."""
         if proxies:
             raise requests.exceptions.InvalidSchema("this transport does not use proxies")
         parts = urllib.parse.urlsplit(request.url or "")
@@ -92,36 +97,19 @@ class KeepAliveAdapter(HTTPAdapter):
         conn = self._take(key)
         if conn is None:
             conn = self._connect(key, connect_timeout)
-        headers = {k: v for k, v in request.headers.items()}
+        headers = dict(request.headers)
         headers["Accept-Encoding"] = "identity"  # bodies are read as they come, never decompressed
-        target = request.path_url
         try:
             conn.sock.settimeout(read_timeout)
-            conn.request(request.method or "GET", target, body=request.body, headers=headers)
-            answer = conn.getresponse()
+            conn.request(request.method or "GET", request.path_url, body=request.body, headers=headers)
         except socket.timeout:
             conn.close()
-            raise requests.exceptions.ReadTimeout("the server did not answer in time", request=request) from None
+            raise requests.exceptions.ReadTimeout("the request could not be written in time",
+                                                  request=request) from None
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
             raise requests.exceptions.ConnectionError(_reason(exc), request=request) from None
-        encoding = answer.getheader("Content-Encoding")
-        if encoding and encoding.strip().lower() != "identity":
-            conn.close()
-            raise requests.exceptions.ContentDecodingError(
-                f"the server sent a {encoding} body, which was not asked for", request=request)
-        response = requests.Response()
-        response.status_code = answer.status
-        response.reason = answer.reason
-        response.headers = CaseInsensitiveDict(_joined(answer.getheaders()))
-        response.encoding = get_encoding_from_headers(response.headers)
-        response.raw = _Body(self, key, conn, answer)
-        response.url = request.url or ""
-        response.request = request
-        response.connection = self
-        if not stream:
-            response.content  # noqa: B018 - read now, as requests' own adapter does without stream
-        return response
+        return Exchange(self, key, conn, request)
 
     def close(self) -> None:
         super().close()
@@ -186,6 +174,55 @@ class KeepAliveAdapter(HTTPAdapter):
                 context.load_cert_chain(certfile, keyfile)
             self._contexts[key] = context
         return context
+
+
+class Exchange:
+    """One request written on a connection, its answer not read yet."""
+
+    def __init__(self, adapter: KeepAliveAdapter, key: Key, conn: http.client.HTTPConnection,
+                 request: requests.PreparedRequest):
+        self._adapter = adapter
+        self._key = key
+        self._conn: http.client.HTTPConnection | None = conn
+        self.request = request
+
+    def response(self, stream: bool = True) -> requests.Response:
+        """Read the answer's head (the body streams from `raw` unless `stream` is False)."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            raise requests.exceptions.ConnectionError("this answer was abandoned or read already")
+        request = self.request
+        try:
+            answer = conn.getresponse()
+        except socket.timeout:
+            conn.close()
+            raise requests.exceptions.ReadTimeout("the server did not answer in time", request=request) from None
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise requests.exceptions.ConnectionError(_reason(exc), request=request) from None
+        encoding = answer.getheader("Content-Encoding")
+        if encoding and encoding.strip().lower() != "identity":
+            conn.close()
+            raise requests.exceptions.ContentDecodingError(
+                f"the server sent a {encoding} body, which was not asked for", request=request)
+        response = requests.Response()
+        response.status_code = answer.status
+        response.reason = answer.reason
+        response.headers = CaseInsensitiveDict(_joined(answer.getheaders()))
+        response.encoding = get_encoding_from_headers(response.headers)
+        response.raw = _Body(self._adapter, self._key, conn, answer)
+        response.url = request.url or ""
+        response.request = request
+        response.connection = self._adapter
+        if not stream:
+            response.content  # noqa: B018 - read now, as requests' own adapter does without stream
+        return response
+
+    def abandon(self) -> None:
+        """Never read: the connection is closed (its answer would otherwise precede the next one)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
 
 class _Body:
