@@ -239,6 +239,7 @@ class Waker:
         self.started = time.time()
         self.pusher = pusher  # pushes through the session inbox socket (None: the doorbell only)
         self.can_ring = can_ring  # False in a headless run: no doorbell, the Stop hook hands the rest over
+        self._push_off_recorded = False  # the session's push mode record says the pusher gave up
         self._vouch: list[Any] | None = None  # the cursor files' stamp after a clear peek (lean hooks)
         self._vouch_files: list[str] = []
 
@@ -459,7 +460,9 @@ class Waker:
     def _check_pushes(self) -> bool:
         """Settle pushes from the transcript; when the socket stopped working, fall back (the doorbell in
         an interactive session; nothing in a headless run, whose Stop hook then hands the mail over).
-        True when unseen mail should be looked at again now."""
+        True when unseen mail should be looked at again now. The session's push mode record
+        (lifecycle.write_push_mode, read by `kijito-pull doctor`) says, with the reason, that pushing
+        stopped as soon as the pusher gives up, even while what it pushed before is still confirmed."""
         pusher = self.pusher
         assert pusher is not None
         try:
@@ -468,6 +471,10 @@ class Waker:
             say(self.errors, f"{self.name}: cannot settle pushed mail yet ({_failure(exc)})")
         if pusher.refused is None:
             return False
+        if not self._push_off_recorded:
+            self._push_off_recorded = True
+            lifecycle.write_push_mode(self.environ, self.session_id, False,
+                                      f"pushing stopped for this session: {pusher.refused}")
         if pusher.waiting:
             return False  # what Claude Code queued is still confirmed before the pusher goes
         say(self.errors, f"{self.name}: session {self.session_id}: not pushing any more: {pusher.refused}")

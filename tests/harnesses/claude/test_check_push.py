@@ -1,12 +1,14 @@
 """`kijito-pull doctor`'s `push` check (kijito_pull.harnesses.claude.checks.check_push): how new mail reaches
-the current Claude Code session, read from what the session's waker or pusher recorded when it armed
-(lifecycle.write_push_mode). The record is written here by the real writer, and in two tests by the real
-`claude-pusher` hook against a fake inbox socket (tests/harnesses/claude/test_inbox_socket.FakeInbox).
+the current Claude Code session, read from what the session's waker or pusher recorded when it armed, or
+when it gave up pushing later in the session (lifecycle.write_push_mode). The record is written here by the
+real writer, and in the last tests by the real `claude-pusher` and `claude-waker` hooks as processes against
+a fake inbox socket (tests/harnesses/claude/test_inbox_socket.FakeInbox).
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -16,8 +18,10 @@ from kijito_pull.harnesses.claude.checks import check_push
 from kijito_pull.harnesses.claude.gate import SESSION_ENV
 from kijito_pull.harnesses.session import lifecycle
 from tests.harnesses.claude.conftest import TOKEN  # noqa: F401 - the sandbox (tests/conftest.py) serves it
-from tests.harnesses.claude.test_hooks import Hooks
+from tests.harnesses.claude.test_confirmed_handover import establish_cursor
+from tests.harnesses.claude.test_hooks import PERSONA, Hooks
 from tests.harnesses.claude.test_inbox_socket import FakeInbox
+from tests.harnesses.claude.test_push_unit import Session
 
 SID = "check-sess-1"
 BARE = "claude -p --bare"
@@ -124,3 +128,103 @@ def test_the_record_is_plain_json_with_a_bounded_reason(environ, tmp_path):
     data = json.loads(record.read_text())
     assert data["pushing"] is False and len(data["why"]) == 300
     assert check(environ, tmp_path)[1].count("x") == 300
+
+
+# -- a pusher that gives up mid-session ------------------------------------------------------------------
+
+
+def _until(predicate, timeout: float = 15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.mark.parametrize(("hook", "entrypoint", "exit_code"), [
+    ("claude-pusher", "sdk-cli", 0),  # claude -p: it leaves; the Stop hook hands the mail over
+    ("claude-waker", "cli", 2),  # interactive: it rings the doorbell instead
+])
+def test_a_pusher_that_gives_up_mid_session_is_recorded_as_not_pushing_with_the_reason(
+        sb, project, tmp_path, hook, entrypoint, exit_code):
+    """The session armed pushing (the record says so); then its inbox socket goes away, the push of new mail
+    cannot be written, and the waker or pusher stops pushing for the session. The doctor must say so, with
+    the reason, not go on reporting a session that pushes."""
+    hooks = Hooks(sb, project, tmp_path / "state")
+    environ = {**hooks.environ, SESSION_ENV: SID}
+    establish_cursor(hooks, sb)
+    fields = {"session_id": SID, "transcript_path": str(tmp_path / "t.jsonl"), "hook_event_name": "SessionStart",
+              "source": "startup"}
+    env = {"CLAUDE_CODE_ENTRYPOINT": entrypoint}
+    assert hooks("claude-session-start", env=env, **fields)[0] == 0  # the sibling the waker waits for
+    fake = FakeInbox()
+    proc = hooks.spawn(hook, env={**fake.environ(), **env}, **fields)
+    try:
+        try:
+            mode = _until(lambda: lifecycle.read_push_mode(environ, SID))
+            assert mode and mode["pushing"] is True, proc.stderr.read() if proc.poll() is not None else mode
+            assert check(environ, tmp_path)[1].startswith(f"session {SID}: new mail is pushed")
+        finally:
+            fake.close()  # the socket is gone: the next push cannot be written
+        mid = sb.send(PERSONA, "loom", "arrives after the socket went away")
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == exit_code, err
+    assert f"session {SID}: not pushing any more: the session inbox socket cannot be written" in err
+
+    mode = lifecycle.read_push_mode(environ, SID)
+    assert mode is not None and mode["pushing"] is False
+    assert "cannot be written" in mode["why"]
+    verdict, detail = check(environ, tmp_path)
+    assert verdict == OK and detail.startswith(f"session {SID}: not pushing (")
+    assert "the session inbox socket cannot be written" in detail and "is pushed" not in detail
+    assert lifecycle.live_lease(environ, SID) is None
+    assert hooks.cli("--once", "--peek", "--json", "--persona", PERSONA)[1].count(f'"id": {mid}') == 1  # unseen
+
+
+def test_the_record_says_not_pushing_while_an_earlier_push_still_waits_for_its_confirmation(
+        sb, project, tmp_path):
+    """Interactive: a first push is queued by Claude Code (not yet shown to the model); then the socket goes
+    away and the next push fails. The waker stays until the queued push is confirmed, pushing nothing more
+    meanwhile, and the record already says it is not pushing; once the model is given the first message
+    the waker rings the doorbell for the second."""
+    hooks = Hooks(sb, project, tmp_path / "state")
+    environ = {**hooks.environ, SESSION_ENV: SID}
+    establish_cursor(hooks, sb)
+    session = Session(tmp_path / "t.jsonl")
+    fields = {"session_id": SID, "transcript_path": str(session.path), "hook_event_name": "SessionStart",
+              "source": "startup"}
+    env = {"CLAUDE_CODE_ENTRYPOINT": "cli"}
+    assert hooks("claude-session-start", env=env, **fields)[0] == 0
+    fake = FakeInbox(on_message=session.queue)  # a busy session: queued, not yet given to the model
+    proc = hooks.spawn("claude-waker", env={**fake.environ(), **env}, **fields)
+    try:
+        try:
+            mode = _until(lambda: lifecycle.read_push_mode(environ, SID))
+            assert mode and mode["pushing"] is True, proc.stderr.read() if proc.poll() is not None else mode
+            first = sb.send(PERSONA, "loom", "pushed, then queued")
+            assert _until(lambda: fake.messages), "nothing was pushed"
+            [text] = fake.messages
+        finally:
+            fake.close()
+        second = sb.send(PERSONA, "loom", "after the socket went away")
+        assert _until(lambda: not (lifecycle.read_push_mode(environ, SID) or {}).get("pushing", True))
+        assert proc.poll() is None  # still there: the queued push is not confirmed yet
+        detail = check(environ, tmp_path)[1]
+        assert detail.startswith(f"session {SID}: not pushing (pushing stopped for this session: the session "
+                                 f"inbox socket cannot be written")
+        session.give(text)  # the model is given the first message
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 2 and f"(id {second})" in err, err
+    assert "pushing stopped" in lifecycle.read_push_mode(environ, SID)["why"]
+    once = hooks.cli("--once", "--peek", "--json", "--persona", PERSONA)[1]
+    assert f'"id": {second}' in once and f'"id": {first}' not in once  # the first confirmed, the second unseen
