@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS messages (
     urgent   INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS messages_persona_id ON messages (persona, id);
+-- Unread counts (every inbox page states the unread it did not show) read this index alone.
+CREATE INDEX IF NOT EXISTS messages_unread ON messages (persona, sender) WHERE read = 0;
 CREATE TABLE IF NOT EXISTS personas (
     persona      TEXT    PRIMARY KEY,
     memory_count INTEGER NOT NULL DEFAULT 0

@@ -825,3 +825,14 @@ def test_command_reports_a_busy_port_as_a_usage_error():
         err = io.StringIO()
         code = sandbox_cmd.run(args, Environment(stdout=io.StringIO(), stderr=err, environ={}, cwd="."))
     assert code == ExitCode.USAGE and "cannot listen" in err.getvalue()
+
+
+def test_unread_counts_read_the_unread_index_not_the_table():
+    # Every inbox page states its unread count; a table scan per page made a 10,000-message catch-up
+    # spend most of the sandbox's time counting (docs/benchmarks.md, catch-up).
+    from kijito_pull.sandbox.store import _UNREAD, Store
+
+    store = Store()
+    plan = store._conn.execute(
+        f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM messages WHERE persona = ? AND {_UNREAD}", ("p",)).fetchall()
+    assert any("messages_unread" in str(row) for row in plan), plan
