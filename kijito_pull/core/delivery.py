@@ -6,8 +6,11 @@ the loop stops at the first message the sink refused, so a consumer never sees N
 A sink with a `holder` (an agent session that confirms each message itself, the pi child) is served in
 two phases instead: under the cursor's lock the batch is recorded as pending hand-overs for the holder;
 then, with the lock released, each message is written and its confirmation awaited, and settled (a
-brief lock) as confirmed or released. So a slow session never blocks the other pullers of the cursor,
-and a process killed while it waits loses nothing: its entries are claimed back (core/pending.py).
+brief lock) as confirmed or released. Each message counts as handed over when it is written (the
+first with the batch, each next one with the settle of the one before), so a session killed early
+never counts against mail it did not reach. So a slow session never blocks the other pullers of the
+cursor, and a process killed while it waits loses nothing: its entries are claimed back
+(core/pending.py).
 """
 
 from __future__ import annotations
@@ -83,7 +86,10 @@ def _hand_over_through(engine: Engine, factory: EventFactory, sink: Sink, holder
         pull.retake()  # what this holder was handed and never settled (its wait was cut short) goes again
         batch = list(pull.pending)
         if batch:
-            pull.hand_over(batch)
+            # Written one at a time: each message counts as handed over when it is written (the next one
+            # with the settle of the one before), so a consumer killed early does not count against mail
+            # it never saw (ten such kills would park it as poison).
+            pull.hand_over(batch, shown=[batch[0].id])
         report.pinned = pull.pinned
         report.problem = pull.problem
         report.hidden_unread = pull.newest.hidden_unread()
@@ -94,6 +100,7 @@ def _hand_over_through(engine: Engine, factory: EventFactory, sink: Sink, holder
             report.refused = message.id
             engine.settle(holder.key, released=[m.id for m in batch[index:]])
             break
-        engine.settle(holder.key, confirmed=[message.id])
+        engine.settle(holder.key, confirmed=[message.id],
+                      shown=[batch[index + 1].id] if index + 1 < len(batch) else [])
         report.delivered.append(message.id)
     return report

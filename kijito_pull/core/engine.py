@@ -188,15 +188,21 @@ class Pull:
 
     # -- hand-overs to an agent session (a Holder) -------------------------------------------------------
 
-    def hand_over(self, messages: Iterable[Message]) -> None:
+    def hand_over(self, messages: Iterable[Message], shown: Iterable[int] | None = None) -> None:
         """Record `messages` as pending with this pull's holder, durably, before they are written out.
 
-        They are not acknowledged: the cursor stays below them until `confirm` (or `Engine.settle`)."""
+        They are not acknowledged: the cursor stays below them until `confirm` (or `Engine.settle`).
+        `shown`: the ids written out now, counted as handed over (default: all of them, one text); the
+        rest are claimed for this holder and counted when written (`Engine.settle(shown=...)`), so a
+        consumer killed before reaching them does not count against them (they would be parked as poison)."""
         assert self._holder is not None, "hand_over needs a pull opened with a holder"
+        messages = list(messages)
         now = time.time()
         handed = {m.id for m in messages}
+        counted = handed if shown is None else set(shown)
         for m in messages:
-            self._entries[m.id] = self._entries.get(m.id, pending_mod.fresh()).handed(self._holder, now)
+            self._entries[m.id] = self._entries.get(m.id, pending_mod.fresh()).handed(
+                self._holder, now, shown=m.id in counted)
         self.pending = [m for m in self.pending if m.id not in handed]
         self.held = sorted([*self.held, *(m for m in messages if m.id not in {h.id for h in self.held})],
                            key=lambda m: m.id)
@@ -350,13 +356,16 @@ class Engine:
             finally:
                 pull.finish()
 
-    def settle(self, holder: str, confirmed: Iterable[int] = (), released: Iterable[int] = ()) -> None:
+    def settle(self, holder: str, confirmed: Iterable[int] = (), released: Iterable[int] = (),
+               shown: Iterable[int] = ()) -> None:
         """Outside a pull, briefly under the lock: `confirmed` hand-overs are acknowledged (remembered in
-        `delivered_above`; the next pull moves the cursor past them), `released` ones are unseen again.
-        Only this holder's entries are released; a confirmation counts whoever holds the entry now (the
-        model has the message either way). No request is sent."""
+        `delivered_above`; the next pull moves the cursor past them), `released` ones are unseen again,
+        and `shown` ones (claimed by `Pull.hand_over` without being counted) are about to be written out:
+        counted as handed over. Only this holder's entries are released or counted; a confirmation counts
+        whoever holds the entry now (the model has the message either way). No request is sent."""
         confirmed, released = set(confirmed), set(released) - set(confirmed)
-        if not confirmed and not released:
+        shown = set(shown) - confirmed - released
+        if not confirmed and not released and not shown:
             return
         with self.store.locked(self.lock_timeout):
             loaded = self.store.load()
@@ -373,6 +382,10 @@ class Engine:
                 entry = entries.get(i)
                 if entry is not None and entry.held_by(holder):
                     entries[i] = entry.released()
+            for i in shown:
+                entry = entries.get(i)
+                if entry is not None and entry.held_by(holder):
+                    entries[i] = entry.shown()
             # Everything else the state holds (recent ids, refusals, parked mail) is kept as it is.
             after = dataclasses.replace(state, delivered_above=sorted(above), pending=entries)
             if after != state:

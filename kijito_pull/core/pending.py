@@ -6,7 +6,8 @@ hand-over to a session is first *pending*, like an entry of a Redis Streams cons
 entries list (NATS JetStream's AckWait and MaxDeliver play the same part):
 
 - each message handed over gets an `Entry`: who holds it, since when, until when, how many times it
-  was handed over, and the holder's host process when known;
+  was shown to a consumer (written out: a batch written one message at a time counts each message as
+  it is written, not when the batch is claimed), and the holder's host process when known;
 - while its holder lives and is within its deadline, no other session of the same consumer is handed
   that message, and the cursor does not move past it;
 - the holder confirms it (the cursor may then move past it) or releases it; when the holder is gone or
@@ -60,8 +61,14 @@ class Entry:
     def held_by(self, key: str | None) -> bool:
         return self.holder is not None and self.holder == key
 
-    def handed(self, holder: Holder, now: float) -> Entry:
-        return Entry(holder.key, self.count + 1, _iso(now), now + holder.ttl, holder.pid, holder.start)
+    def handed(self, holder: Holder, now: float, shown: bool = True) -> Entry:
+        """Held by `holder`; `shown`: written out now (counted), else only claimed for a later write."""
+        return Entry(holder.key, self.count + (1 if shown else 0), _iso(now), now + holder.ttl, holder.pid,
+                     holder.start)
+
+    def shown(self) -> Entry:
+        """A claimed entry whose message is being written out now: counted."""
+        return replace(self, count=self.count + 1)
 
     def released(self) -> Entry:
         return replace(self, holder=None, until=None, pid=None, start=None)

@@ -9,8 +9,10 @@ import time
 import pytest
 
 from kijito_pull.core import pending
+from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import FIRST_CONTACT
 from kijito_pull.core.pending import Entry, Holder
+from kijito_pull.core.sink import Sink
 from kijito_pull.core.state import CursorState
 from tests.core.test_engine import FakeInbox, engine, kinds, pull_once, saved
 
@@ -184,3 +186,56 @@ def test_a_refused_message_is_parked_at_exactly_max_attempts(store, factory):
     assert results[:2] == [None, None] and results[2]["event"] == "alert"
     with eng.open() as pull:
         assert [m.id for m in pull.pending] == [12]
+
+
+class _Killed(BaseException):
+    """Stands for a kill -9 of the consumer: nothing after it runs, the state stays as it was saved."""
+
+
+class _DyingSession(Sink):
+    """A holder sink (the pi child's kind): confirms each message it is given, and is killed while the
+    message at `die_at` is being written."""
+
+    def __init__(self, holder: Holder, die_at: int | None):
+        self.holder = holder
+        self.die_at = die_at
+        self.shown: list[int] = []
+
+    def deliver(self, event, message):
+        self.shown.append(message.id)
+        if message.id == self.die_at:
+            raise _Killed
+        return True
+
+
+def test_a_batch_written_one_by_one_counts_only_what_was_written(store, factory):
+    # Ten sessions killed while writing 12 of 11..15: 12 is the poison (parked); 13..15 were never
+    # written, so they must not count against them, and the next session gets them (before the fix
+    # each claim counted the whole batch, so 13..15 were parked too and lost to the consumer).
+    store.save(CursorState(cursor=10))
+    eng = engine(FakeInbox([11, 12, 13, 14, 15]), store, factory, max_attempts=10, holder_alive=lambda e: False)
+    for n in range(10):
+        session = _DyingSession(Holder(f"pi:s{n}"), die_at=12)
+        with pytest.raises(_Killed):
+            pull_through(eng, factory, session)
+        assert session.shown == ([11, 12] if n == 0 else [12])
+    counts = {i: e.count for i, e in store.load().state.pending.items()}
+    assert counts == {12: 10, 13: 0, 14: 0, 15: 0}
+    last = _DyingSession(Holder("pi:last"), die_at=None)
+    report = pull_through(eng, factory, last)
+    assert last.shown == [13, 14, 15] and report.delivered == [13, 14, 15]
+    state = store.load().state
+    assert sorted(state.parked) == [12] and not state.pending
+
+
+def test_settle_counts_a_claimed_message_only_for_its_holder(store, factory):
+    store.save(CursorState(cursor=10))
+    eng = engine(FakeInbox([11, 12]), store, factory)
+    with eng.open(holder=A) as pull:
+        pull.hand_over(pull.pending, shown=[11])
+    assert {i: e.count for i, e in store.load().state.pending.items()} == {11: 1, 12: 0}
+    eng.settle(B.key, shown=[12])  # not B's
+    assert store.load().state.pending[12].count == 0
+    eng.settle(A.key, confirmed=[11], shown=[12])
+    state = store.load().state
+    assert state.pending[12].count == 1 and state.pending[12].held_by(A.key) and 11 not in state.pending
