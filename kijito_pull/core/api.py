@@ -1,4 +1,5 @@
-"""The Kijito HTTP API client: requests for transport, tenacity for transient retries, strict parsing.
+"""The Kijito HTTP API client: requests (sending through core/transport.py's kept-alive connections),
+tenacity for transient retries, strict parsing.
 
 Every envelope is parsed into a typed result or raises `ApiError`. Nothing malformed ever turns into
 "no mail": an answer we cannot read is a failure of the source, and the engine fails closed on it.
