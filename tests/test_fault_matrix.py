@@ -451,5 +451,8 @@ def test_a_hook_whose_ack_cannot_be_saved_still_writes_one_json_object(tmp_path,
         assert bad.code == 0, bad.stderr
         assert hook_ids(bad.stdout) == mail, bad.stdout  # one JSON object (hook_ids checks), with the mail
         assert "cannot save state" in bad.stderr and not stderr_problems(bad.stderr), bad.stderr
+        # Its stderr tells what happened: the mail went out, the cursor did not move (not "not checked").
+        assert "the mail was handed over, but the cursor could not be saved" in bad.stderr, bad.stderr
+        assert "not checked" not in bad.stderr and "could not be read" not in bad.stderr, bad.stderr
         again = system.run_hook(entry)
         assert again.code == 0 and hook_ids(again.stdout) == mail and not again.stderr, again

@@ -416,6 +416,8 @@ def session_start(inp: HookInput, env: Environment, out: Output, extra: Sequence
             system_message=f"kijito-pull: the Kijito inbox for {persona} was not checked: {_failure(exc)}"))
         return 0
     except (ApiError, StateError) as exc:
+        if written_before_failure(inp, env, out, exc):
+            return 0
         say(env.stderr, f"{inp.hook}: {persona}: {_failure(exc)}; nothing was acknowledged")
         out.json(context_json("SessionStart", render.for_failure(
             persona, f"could not be read at session start ({_failure(exc)}); unseen mail is handed over later.",
@@ -425,6 +427,17 @@ def session_start(inp: HookInput, env: Environment, out: Output, extra: Sequence
     if not report.delivered and report.refused is None and (inp.mode == INTERACTIVE or sink.notes):
         emit(sink.text(persona, []))
     return 0
+
+
+def written_before_failure(inp: HookInput, env: Environment, out: Output, exc: Exception) -> bool:
+    """After a pull failed: True, having said so, when its mail had been written to the harness already
+    (saving the cursor failed after the write). Then the hook's answer stands (a Stop hook's block, the
+    session's context), and what the session did not take is handed over again."""
+    if not out.written:
+        return False
+    say(env.stderr, f"{inp.hook}: {inp.persona}: the mail was handed over, but the cursor could not be saved "
+                    f"({_failure(exc)}); nothing was acknowledged, so what the session did not take comes again")
+    return True
 
 
 def _report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
@@ -472,8 +485,9 @@ def stop(inp: HookInput, env: Environment, out: Output) -> int:
         say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop")
         return 0
     except (ApiError, StateError) as exc:
-        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop "
-                        f"(nothing was acknowledged)")
+        if not written_before_failure(inp, env, out, exc):
+            say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop "
+                            f"(nothing was acknowledged)")
         return 0
     _report_problems(inp, env, report)
     if sink.notes and not report.delivered:

@@ -181,6 +181,8 @@ def prompt(inp: HookInput, env: Environment, out: Output) -> int:
         say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}")
         return 0
     except (ApiError, StateError) as exc:
+        if handover.written_before_failure(inp, env, out, exc):
+            return 0
         say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}; the mail is handed over when the turn ends")
         emit(f"Kijito inbox for {render.sanitize(persona)}: the new mail could not be fetched just now "
              f"({_failure(exc)}); it is handed over when this turn ends.")
