@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 
 import pytest
 
 from kijito_pull.core import render
+from tests.waiting import until
 
 TOKEN = "exec-token-31d9"  # tests/conftest.py's `sb` serves it; the tests check it never reaches the command
 PERSONA = "river"
@@ -153,7 +153,7 @@ def test_mail_held_by_a_running_exec_goes_to_no_one_else(cli, sb, tmp_path):
             "while not os.path.exists(sys.argv[2]): time.sleep(0.02)\n")
     proc = cli.spawn("exec", "--persona", PERSONA, "--", *program(body), str(started), str(go))
     try:
-        assert _until(started.exists), "the command never started"
+        assert until(started.exists, timeout=20.0), "the command never started"
         assert unseen(cli) == []  # pending with a live exec process: not handed to a script...
         [held] = status(cli)["pending"]
         assert held["ids"] == [mid] and held["holder"].startswith("exec:")
@@ -195,10 +195,3 @@ def test_usage_errors(cli, sb, tmp_path):
     assert sb.requests == []  # decided before any request
 
 
-def _until(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())

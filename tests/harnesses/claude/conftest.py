@@ -27,3 +27,15 @@ def plain(tmp_path: Path) -> Path:
     (folder / ".git").mkdir()
     (folder / "AGENTS.md").write_text("# A project that did not opt in\n")
     return folder
+
+
+@pytest.fixture
+def fake():
+    """A fake of Claude Code's session inbox socket (test_inbox_socket.FakeInbox), closed after the test."""
+    from tests.harnesses.claude.test_inbox_socket import FakeInbox
+
+    inbox = FakeInbox()
+    try:
+        yield inbox
+    finally:
+        inbox.close()

@@ -8,7 +8,6 @@ a fake inbox socket (tests/harnesses/claude/test_inbox_socket.FakeInbox).
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from tests.harnesses.claude.test_confirmed_handover import establish_cursor
 from tests.harnesses.claude.test_hooks import PERSONA, Hooks
 from tests.harnesses.claude.test_inbox_socket import FakeInbox
 from tests.harnesses.claude.test_push_unit import Session
+from tests.waiting import until
 
 SID = "check-sess-1"
 BARE = "claude -p --bare"
@@ -133,14 +133,6 @@ def test_the_record_is_plain_json_with_a_bounded_reason(environ, tmp_path):
 # -- a pusher that gives up mid-session ------------------------------------------------------------------
 
 
-def _until(predicate, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.mark.parametrize(("hook", "entrypoint", "exit_code"), [
@@ -163,7 +155,7 @@ def test_a_pusher_that_gives_up_mid_session_is_recorded_as_not_pushing_with_the_
     proc = hooks.spawn(hook, env={**fake.environ(), **env}, **fields)
     try:
         try:
-            mode = _until(lambda: lifecycle.read_push_mode(environ, SID))
+            mode = until(lambda: lifecycle.read_push_mode(environ, SID))
             assert mode and mode["pushing"] is True, proc.stderr.read() if proc.poll() is not None else mode
             assert check(environ, tmp_path)[1].startswith(f"session {SID}: new mail is pushed")
         finally:
@@ -205,15 +197,15 @@ def test_the_record_says_not_pushing_while_an_earlier_push_still_waits_for_its_c
     proc = hooks.spawn("claude-waker", env={**fake.environ(), **env}, **fields)
     try:
         try:
-            mode = _until(lambda: lifecycle.read_push_mode(environ, SID))
+            mode = until(lambda: lifecycle.read_push_mode(environ, SID))
             assert mode and mode["pushing"] is True, proc.stderr.read() if proc.poll() is not None else mode
             first = sb.send(PERSONA, "loom", "pushed, then queued")
-            assert _until(lambda: fake.messages), "nothing was pushed"
+            assert until(lambda: fake.messages), "nothing was pushed"
             [text] = fake.messages
         finally:
             fake.close()
         second = sb.send(PERSONA, "loom", "after the socket went away")
-        assert _until(lambda: not (lifecycle.read_push_mode(environ, SID) or {}).get("pushing", True))
+        assert until(lambda: not (lifecycle.read_push_mode(environ, SID) or {}).get("pushing", True))
         assert proc.poll() is None  # still there: the queued push is not confirmed yet
         detail = check(environ, tmp_path)[1]
         assert detail.startswith(f"session {SID}: not pushing (pushing stopped for this session: the session "

@@ -114,15 +114,6 @@ class FakeInbox:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture
-def fake():
-    inbox = FakeInbox()
-    try:
-        yield inbox
-    finally:
-        inbox.close()
-
-
 def test_send_writes_the_auth_line_then_one_user_message_and_ends_its_side(fake):
     text = 'Kijito inbox for river: 1 unread message.\n> a "quoted" line, ünïcode and \\ backslash'
     InboxSocket(fake.path, SOCKET_TOKEN).send(text)

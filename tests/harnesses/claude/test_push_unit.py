@@ -30,6 +30,7 @@ from tests.harnesses.claude.conftest import TOKEN  # noqa: F401 - the sandbox (t
 from tests.harnesses.claude.test_confirmed_handover import establish_cursor, state
 from tests.harnesses.claude.test_hooks import PERSONA, Hooks
 from tests.harnesses.claude.test_inbox_socket import FakeInbox
+from tests.waiting import until
 
 SID = "push-sess-1"
 HOLDER = push_holder_key(SID)
@@ -71,15 +72,6 @@ class Session:
 @pytest.fixture
 def hooks(sb, project, tmp_path) -> Hooks:
     return Hooks(sb, project, tmp_path / "state", KIJITO_PULL_MAX_STOP_BLOCKS="100")
-
-
-@pytest.fixture
-def fake():
-    inbox = FakeInbox()
-    try:
-        yield inbox
-    finally:
-        inbox.close()
 
 
 @pytest.fixture
@@ -385,14 +377,6 @@ def _messages(hooks: Hooks, ids: list[int]):
 # -- the claude-pusher hook (claude -p), as the process Claude Code starts ------------------------------------
 
 
-def _until(predicate, timeout: float = 15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_the_pusher_hook_looks_at_the_socket_once_then_pushes_and_confirms(hooks, sb, fake, session, tmp_path):
@@ -413,20 +397,20 @@ def test_the_pusher_hook_looks_at_the_socket_once_then_pushes_and_confirms(hooks
     fake.on_message = claude_code_takes_it
     proc = hooks.spawn("claude-pusher", env=fake.environ(), **fields)
     try:
-        mode = _until(lambda: lifecycle.read_push_mode(hooks.environ, SID))
+        mode = until(lambda: lifecycle.read_push_mode(hooks.environ, SID))
         assert mode and mode["pushing"] is True, proc.stderr.read() if proc.poll() is not None else mode
         fake.wait_connections(1)
         time.sleep(0.3)
         assert fake.connections == [b""]  # one look at the socket while arming, nothing sent
 
         mid = sb.send(PERSONA, "loom", "pushed while the run works")
-        assert _until(lambda: fake.messages), "nothing was pushed"
+        assert until(lambda: fake.messages), "nothing was pushed"
         assert ids_in(fake.messages[0]) == [mid]
         def confirmed() -> bool:
             row = state(hooks)
             return row["pending"] == [] and (row["delivered_above"] == 1 or row["cursor"] == mid)
 
-        assert _until(confirmed), state(hooks)
+        assert until(confirmed), state(hooks)
         assert len(fake.connections) == 2  # the look, then the push
 
         finding = check_push(Context(environ={**hooks.environ, "CLAUDE_CODE_SESSION_ID": SID}, cwd=str(tmp_path)))
