@@ -56,7 +56,7 @@ from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine, Pull
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, InboxPage, Message, parse_inbox
-from kijito_pull.core.sink import Sink
+from kijito_pull.core.sink import BatchSink, Sink
 from kijito_pull.core.state import SCHEMA, StateStore
 from kijito_pull.sandbox import Sandbox
 from kijito_pull.sandbox.window import compute_window
@@ -267,8 +267,7 @@ class WindowedInbox:
 class RecordingSink(Sink):
     """A consumer that takes mail in order and may refuse the message at position `refuse_at`."""
 
-    def __init__(self, refuse_at: int | None = None, batch: bool = False):
-        self.batch = batch
+    def __init__(self, refuse_at: int | None = None):
         self.refuse_at = refuse_at
         self.signals: list[dict] = []
         self.taken: list[int] = []
@@ -289,18 +288,36 @@ class RecordingSink(Sink):
         self.taken.append(message.id)
         return True
 
-    def deliver_all(self, persona: str, events, messages) -> int:
-        for ev, message in zip(events, messages):
-            assert ev["id"] == message.id and ev["event_id"] == f"{PERSONA}:new:{message.id}"
+    def kinds(self) -> list[str]:
+        return [s["event"] for s in self.signals]
+
+
+class RecordingBatchSink(BatchSink):
+    """An agent hand-over (core/sink.BatchSink) that fits only the first `refuse_at` messages (maybe none)."""
+
+    def __init__(self, refuse_at: int | None = None):
+        super().__init__()
+        self.refuse_at = refuse_at
+        self.signals: list[dict] = []
+        self.taken: list[int] = []
+        self.offered: list[int] = []
+        self.refused: int | None = None
+
+    def signal(self, event: dict) -> None:
+        self.signals.append(event)
+
+    def compose(self, persona: str, messages):
         self.offered.extend(m.id for m in messages)
-        if self.refuse_at is not None:  # an agent hand-over that fits only the first `refuse_at` (maybe none)
-            k = min(self.refuse_at, len(messages))
-            self.taken.extend(m.id for m in messages[:k])
-            if k < len(messages):
-                self.refused = messages[k].id
-            return k
-        self.taken.extend(m.id for m in messages)
-        return len(messages)
+        k = len(messages) if self.refuse_at is None else min(self.refuse_at, len(messages))
+        if k < len(messages):
+            self.refused = messages[k].id
+        return f"{k} of {len(messages)}", list(messages[:k])
+
+    def write(self, text: str, shown) -> bool:
+        if not shown:
+            return False
+        self.taken.extend(m.id for m in shown)
+        return True
 
     def kinds(self) -> list[str]:
         return [s["event"] for s in self.signals]
@@ -381,7 +398,7 @@ class EngineModel(RuleBasedStateMachine):
         prior_pin = loaded.state.pin if loaded.state is not None else None
         delivered_before = {i for i, n in self.deliveries.items() if n}
         self.server.arm(plan, sticky, seed)
-        sink = RecordingSink(refuse_at, batch)
+        sink = RecordingBatchSink(refuse_at) if batch else RecordingSink(refuse_at)
         engine = self._engine(page_budget)
         try:
             report = pull_through(engine, self.factory, sink, peek=peek)

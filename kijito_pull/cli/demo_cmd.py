@@ -7,6 +7,7 @@ import io
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 
 from kijito_pull.context import Context, Flags, Settings
 from kijito_pull.core import config, paths, render
@@ -14,7 +15,7 @@ from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import Message
-from kijito_pull.core.sink import Sink
+from kijito_pull.core.sink import BatchSink, Sink
 from kijito_pull.sandbox import Sandbox
 from kijito_pull.sinks.stdout import NdjsonSink
 
@@ -23,17 +24,16 @@ LONG_BODY = "Design notes for the retry layer, as promised. " + " ".join(
     f"Point {n}: transient faults are retried with backoff, and every retry is bounded." for n in range(1, 60))
 
 
-class _Collect(Sink):
-    """Takes a whole batch, as an agent harness does, so the demo can show the exact text handed over."""
-
-    batch = True
+class _Collect(BatchSink):
+    """Takes one hand-over, as an agent harness does, so the demo can show the messages it was given."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.messages: list[Message] = []
 
-    def deliver_all(self, persona: str, events: list, messages: list) -> int:
-        self.messages.extend(messages)
-        return len(messages)
+    def write(self, text: str, shown: Sequence[Message]) -> bool:
+        self.messages.extend(shown)
+        return True
 
 
 def register(sub: argparse._SubParsersAction) -> None:

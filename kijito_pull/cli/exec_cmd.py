@@ -32,14 +32,17 @@ import shutil
 import signal
 import subprocess
 import uuid
+from collections.abc import Sequence
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
-from kijito_pull.core import config, process, render
+from kijito_pull.core import config, process
+from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
+from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import Holder
+from kijito_pull.core.sink import BatchSink
 from kijito_pull.core.state import StateError
 
 PLACEHOLDER = "{kijito-mail}"
@@ -89,40 +92,33 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     ctx = Context(settings)
     me = process.me()
     holder = Holder(f"exec:{uuid.uuid4().hex[:12]}", me.pid, me.start, ttl=EXEC_TTL)
+    sink = ExecSink(command, env)
     with ctx:
         engine = ctx.engine(persona)
-        text, shown = "", []
-        before: set[int] = set()  # unseen before the run
         try:
-            with engine.open(holder=holder) as pull:
-                batch = list(pull.pending)
-                before = {m.id for m in batch}
-                if batch:
-                    notes = [f"kijito-pull note ({e.get('event', 'note')}): "
-                             f"{e.get('reason') or 'see kijito-pull status'}." for e in pull.signals]
-                    text, shown = render.hand_over(persona, batch, extra_notes=notes)
-                    pull.hand_over(shown)  # pending with this process: claimed back if it dies
+            # The hand-over loop records the mail as pending with this process, releases the cursor's lock,
+            # runs the command (ExecSink.write) and settles by its exit status.
+            report = pull_through(engine, engine.factory, sink, holder=holder)
         except (ApiError, StateError) as exc:
+            if sink.code is not None:  # the command ran; settling its hand-over failed
+                env.error(f"exec: {persona}: the hand-over could not be settled after the run ({exc}); what the "
+                          f"command was handed is claimed back and handed over again")
+                return sink.code
             env.error(f"exec: {persona}: the inbox could not be read ({exc}); "
                       + ("running without mail" if args.run_anyway else "not running the command"))
             if not args.run_anyway:
                 return ExitCode.SOURCE_FAILED
-        ids = [m.id for m in shown]
-        if ids:
-            env.error(f"exec: handing {len(ids)} message(s) to {command[0]} (ids {', '.join(map(str, ids))})")
-        raw = _run_command(command, text, env)
-        code = 128 - raw if raw < 0 else raw  # ended by signal N: 128 + N, as a shell reports it
+            report = None
+        if sink.code is None:  # no mail to hand over (or none could be read): run it all the same
+            sink.run("")
+        code = sink.code if sink.code is not None else 127
+        ids = sink.ids
+        if ids and report is not None and report.refused is not None:
+            env.error(f"exec: {command[0]} {_ended(sink.raw)}; the {len(ids)} message(s) it was handed are "
+                      f"unseen again")
+        before = set(sink.offered)  # unseen before the run
         try:
-            if ids:
-                if code == 0:
-                    engine.settle(holder.key, confirmed=ids)
-                else:
-                    engine.settle(holder.key, released=ids)
-                    env.error(f"exec: {command[0]} {_ended(raw)}; the {len(ids)} message(s) it was handed are "
-                              f"unseen again")
-            with engine.store.locked(engine.lock_timeout):
-                with engine.open(peek=True) as after:
-                    waiting = [m.id for m in after.pending if m.id not in ids]  # not what it was just handed
+            waiting = engine.unseen(exclude=ids)  # not what it was just handed
         except (ApiError, StateError) as exc:
             env.error(f"exec: {persona}: the inbox could not be checked after the run ({exc})")
             return code
@@ -137,6 +133,37 @@ def run(args: argparse.Namespace, env: Environment) -> int:
                       f"{_listed(late)}); they wait for the next run (`kijito-pull --once --persona {persona}` "
                       f"prints them)")
     return code
+
+
+class ExecSink(BatchSink):
+    """The command's input: one hand-over, written after the lock is released by running the command
+    with it (`writes_unlocked`); taken only if the command exits 0."""
+
+    writes_unlocked = True
+
+    def __init__(self, command: list[str], env: Environment):
+        super().__init__()
+        self.command = command
+        self.env = env
+        self.offered: list[int] = []  # unseen before the run
+        self.ids: list[int] = []  # handed to the command
+        self.raw: int = 0  # the command's raw status (-N: ended by signal N)
+        self.code: int | None = None  # its exit status as a shell reports it; None: it has not run
+
+    def select(self, pending: Sequence[Message]) -> list[Message]:
+        self.offered = [m.id for m in pending]
+        return list(pending)
+
+    def write(self, text: str, shown: Sequence[Message]) -> bool:
+        self.ids = [m.id for m in shown]
+        self.env.error(f"exec: handing {len(self.ids)} message(s) to {self.command[0]} (ids "
+                       f"{', '.join(map(str, self.ids))})")
+        return self.run(text) == 0
+
+    def run(self, text: str) -> int:
+        self.raw = _run_command(self.command, text, self.env)
+        self.code = 128 - self.raw if self.raw < 0 else self.raw  # ended by signal N: 128 + N, as a shell does
+        return self.code
 
 
 def _listed(ids: list[int]) -> str:

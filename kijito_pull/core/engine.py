@@ -130,6 +130,11 @@ class Pull:
     def problem(self) -> str | None:
         return self.coverage.problem
 
+    @property
+    def hidden_unread(self) -> bool | None:
+        """The newest page's claim about unread mail outside its window (None: it made none)."""
+        return self.newest.hidden_unread()
+
     def ack(self, message: Message) -> None:
         """Record that the consumer took `message`, durably, before the next one is handed over."""
         self.ack_all([message])
@@ -230,6 +235,22 @@ class Pull:
             self._dirty = True
         return back
 
+    def release(self, ids: Iterable[int]) -> list[Message]:
+        """Only these of what this holder holds go back to `pending` (a write that failed): unseen again."""
+        wanted = set(ids)
+        back = [m for m in self.held if m.id in wanted]
+        if not back:
+            return []
+        self.held = [m for m in self.held if m.id not in wanted]
+        for m in back:
+            entry = self._entries.get(m.id)
+            if entry is not None:
+                self._entries[m.id] = entry.released()
+        self.pending = sorted([*self.pending, *back], key=lambda m: m.id)
+        self._dirty = True
+        self._persist(final=True)
+        return back
+
     def handed_count(self, message: Message) -> int:
         entry = self._entries.get(message.id)
         return entry.count if entry is not None else 0
@@ -314,6 +335,14 @@ class Pull:
 
 
 class Engine:
+    """The Kijito mail source (core/source.py's `MailSource`): one (API base, persona, consumer) cursor.
+
+    `open()` locks the cursor file, reads the newest page, walks backward until the cursor is reached
+    (or pins it) and plans what is unseen, as a `Pull`; `settle()` confirms or releases pending
+    hand-overs outside a pull; `held_by()` lists a holder's. The client and store are given, so the
+    engine is tested without HTTP and every entry point shares it (docs/delivery.md).
+    """
+
     def __init__(self, client: InboxSource, store: StateStore, signals: SignalFactory, *, persona: str,
                  consumer: str = "agent", max_replay: int = DEFAULT_MAX_REPLAY,
                  page_budget: int = DEFAULT_PAGE_BUDGET, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
@@ -390,6 +419,21 @@ class Engine:
             after = dataclasses.replace(state, delivered_above=sorted(above), pending=entries)
             if after != state:
                 self.store.save(after)
+
+    def held_by(self, holder: str) -> list[int]:
+        """The ids pending with `holder` now (briefly under the lock; no request is sent)."""
+        with self.store.locked(self.lock_timeout):
+            state = self.store.load().state
+        if state is None:
+            return []
+        return sorted(i for i, e in state.pending.items() if e.held_by(holder))
+
+    def unseen(self, exclude: Iterable[int] = ()) -> list[int]:
+        """The ids unseen now, read under the lock (a pull under way is waited for); nothing changes."""
+        skip = set(exclude)
+        with self.store.locked(self.lock_timeout):
+            with self.open(peek=True) as pull:
+                return [m.id for m in pull.pending if m.id not in skip]
 
     # -- planning ----------------------------------------------------------------------------------
 

@@ -314,6 +314,16 @@ def hand_over(persona: str, messages: Sequence[Message], *, clip_chars: int = 20
     return "\n\n".join(parts), shown
 
 
+def note(event: dict) -> str:
+    """A diagnostic event (pin, corrupt state, capped replay...) as one plain line for the model."""
+    kind = event.get("event", "note")
+    detail = event.get("reason")
+    if not detail:
+        parts = [f"{k} {event[k]}" for k in ("dropped", "capped_to", "redelivered", "seeded") if k in event]
+        detail = ", ".join(parts) or "see `kijito-pull status`"
+    return f"kijito-pull note ({kind}): {detail}."
+
+
 def for_failure(persona: str, what: str, extra_notes: Sequence[str] = ()) -> str:
     """The text a model is handed when the inbox could not be read: never "no unread messages".
     `what` completes "The Kijito inbox for PERSONA ...", e.g. "could not be read (timeout)"."""

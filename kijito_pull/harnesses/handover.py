@@ -29,12 +29,12 @@ from kijito_pull.context import Context, Flags, Settings
 from kijito_pull.core import config, render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import PullReport, pull_through
-from kijito_pull.core.engine import Engine, Pull
+from kijito_pull.core.engine import Engine
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.sink import Sink
+from kijito_pull.core.sink import BatchSink
 from kijito_pull.core.state import StateError
 from kijito_pull.harnesses.base import INTERACTIVE, TRANSCRIPT
 from kijito_pull.harnesses.hookgate import HookInput, say
@@ -195,44 +195,26 @@ def block_json(reason: str) -> dict[str, Any]:
     return {"decision": "block", "reason": reason}
 
 
-def _note(event: dict[str, Any]) -> str:
-    """A diagnostic event (pin, corrupt state, capped replay...) as one plain line for the model."""
-    kind = event.get("event", "note")
-    detail = event.get("reason")
-    if not detail:
-        parts = [f"{k} {event[k]}" for k in ("dropped", "capped_to", "redelivered", "seeded") if k in event]
-        detail = ", ".join(parts) or "see `kijito-pull status`"
-    return f"kijito-pull note ({kind}): {detail}."
+class HookSink(BatchSink):
+    """A hook's answer: what fits in one hand-over (core/sink.BatchSink), its text written by `emit` as
+    the hook's one JSON object. `mark`: called just before the hand-over is recorded as pending with
+    the session (it marks the session as handed to, for its SessionEnd)."""
 
-
-class HookSink(Sink):
-    """Takes what fits in one hand-over (the oldest first, each with its id, sender, time, marker and
-    opening words: core.render.hand_over); the rendered text goes out in one JSON write. Only the
-    messages it showed count as handed over; the rest wait for the next hand-over."""
-
-    batch = True
-
-    def __init__(self, emit: Callable[[str], bool], extra_notes: Sequence[str] = ()):
+    def __init__(self, emit: Callable[[str], bool], extra_notes: Sequence[str] = (),
+                 mark: Callable[[], None] | None = None):
+        super().__init__(extra_notes)
         self.emit = emit
-        self.extra = [n for n in extra_notes if n]
-        self.notes: list[str] = []
-        self.shown: list[Message] = []
+        self.mark = mark
 
-    def signal(self, event: dict) -> None:
-        self.notes.append(_note(event))
+    def before_hand_over(self, shown: Sequence[Message]) -> None:
+        if self.mark is not None:
+            self.mark()
 
-    def compose(self, persona: str, messages: Sequence[Message]) -> tuple[str, list[Message]]:
-        return render.hand_over(persona, messages, extra_notes=[*self.notes, *self.extra])
-
-    def text(self, persona: str, messages: Sequence[Message]) -> str:
-        return self.compose(persona, messages)[0]
-
-    def deliver_all(self, persona: str, events: Sequence[dict], messages: Sequence[Message]) -> int:
-        text, shown = self.compose(persona, messages)
+    def write(self, text: str, shown: Sequence[Message]) -> bool:
         if not self.emit(text):
-            return 0
-        self.shown = shown
-        return len(shown)
+            return False
+        self.shown = list(shown)
+        return True
 
 
 # -- the hand-over ----------------------------------------------------------------------------------------
@@ -293,61 +275,21 @@ def holder_of(inp: HookInput, environ: Mapping[str, str]) -> tuple[Holder, Trans
 
 
 def pull(inp: HookInput, env: Environment, sink: HookSink) -> PullReport:
-    """One hand-over for the hook's persona through `sink`. With a confirming session (holder_of), what
-    this session was handed before is first confirmed from its transcript (the rest is handed over
-    again), and what `sink` shows now is pending until a later look confirms it; otherwise the mail it
-    shows is acknowledged once written. Raises ConfigError (nothing was sent), ApiError or StateError
-    (nothing was acknowledged)."""
+    """One hand-over for the hook's persona through `sink` (core/delivery.pull_through). With a confirming
+    session (holder_of), what this session was handed before is first confirmed from its transcript (the
+    rest is handed over again), and what `sink` shows now is pending until a later look confirms it;
+    otherwise the mail it shows is acknowledged once written. Raises ConfigError (nothing was sent),
+    ApiError or StateError (nothing was acknowledged)."""
     ready = setup(inp.persona, env.environ)
     try:
         session = holder_of(inp, env.environ)
         if session is None:
             return pull_through(ready.engine, ready.engine.factory, sink)
-        return _pull_confirmed(ready.engine, sink, *session)
+        holder, transcript = session
+        sink.mark = lambda: mark_handed(transcript)
+        return pull_through(ready.engine, ready.engine.factory, sink, holder=holder, confirm=transcript)
     finally:
         ready.close()
-
-
-def _pull_confirmed(engine: Engine, sink: HookSink, holder: Holder, transcript: Transcript) -> PullReport:
-    report = PullReport(engine.persona)
-    with engine.open(holder=holder) as pull:
-        if pull.held:
-            confirm_held(pull, transcript)
-            pull.retake()  # handed over, never shown to the model (a killed hook, a dropped answer): again
-        for event in pull.signals:
-            sink.signal(event)
-        batch = list(pull.pending)
-        report.pinned, report.problem = pull.pinned, pull.problem
-        report.hidden_unread = pull.newest.hidden_unread()
-        if not batch:
-            return report
-        text, shown = sink.compose(engine.persona, batch)
-        # SessionEnd settles only a session marked as handed to, so the mark comes first: a kill between
-        # the two leaves a mark with nothing pending (harmless), never pending mail SessionEnd skips.
-        mark_handed(transcript)
-        pull.hand_over(shown)  # durable before the answer is written: a kill after it loses nothing
-        if not sink.emit(text):
-            pull.retake()
-            report.refused = batch[0].id
-            return report
-        sink.shown = shown
-        report.delivered = [m.id for m in shown]
-        report.waiting = len(batch) - len(shown)
-    return report
-
-
-def shown_in(transcript: Transcript, persona: str, ids: Sequence[int]) -> set[int]:
-    """Which of `ids` the transcript shows the model was given (their markers, core.render.ref)."""
-    return transcript.find({render.ref(persona, i): i for i in ids})
-
-
-def confirm_held(pull: Pull, transcript: Transcript) -> None:
-    """Acknowledge what this pull's holder was handed and the transcript now shows. How far the transcript
-    was read is kept only once the confirmation is saved: a kill between the two would otherwise make the
-    next look start past the markers and hand it all over again."""
-    markers = {render.ref(pull.persona, m.id): m.id for m in pull.held}
-    pull.confirm(transcript.find(markers, keep=False))
-    transcript.keep_reached()
 
 
 def mark_handed(transcript: Transcript) -> None:
@@ -375,15 +317,10 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Mapping[str
         readers[key] = Transcript(Paths(environ), str(inp.session_id), transcript.path, reader=reader)
     ready = setup(inp.persona, environ)
     try:
-        with ready.engine.store.locked(ready.engine.lock_timeout):
-            loaded = ready.engine.store.load()
-        state = loaded.state
-        if state is None:
-            return
         for key, reading in readers.items():
-            ids = [i for i, e in state.pending.items() if e.held_by(key)]
+            ids = ready.engine.held_by(key)
             if ids:
-                seen = shown_in(reading, inp.persona, ids)
+                seen = reading.shown(inp.persona, ids)
                 ready.engine.settle(key, confirmed=seen, released=set(ids) - seen)
     finally:
         ready.close()
@@ -391,7 +328,8 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Mapping[str
             reading.forget()
 
 
-def _failure(exc: BaseException) -> str:
+def failure_text(exc: BaseException) -> str:
+    """An exception as the tail of one plain line."""
     text = str(exc).strip() or type(exc).__name__
     return text.rstrip(".")
 
@@ -410,20 +348,20 @@ def session_start(inp: HookInput, env: Environment, out: Output, extra: Sequence
     try:
         report = pull(inp, env, sink)
     except config.ConfigError as exc:
-        say(env.stderr, f"{inp.hook}: {persona}: {_failure(exc)}")
+        say(env.stderr, f"{inp.hook}: {persona}: {failure_text(exc)}")
         out.json(context_json("SessionStart", render.for_failure(
-            persona, f"was not checked at session start: {_failure(exc)}.", extra),
-            system_message=f"kijito-pull: the Kijito inbox for {persona} was not checked: {_failure(exc)}"))
+            persona, f"was not checked at session start: {failure_text(exc)}.", extra),
+            system_message=f"kijito-pull: the Kijito inbox for {persona} was not checked: {failure_text(exc)}"))
         return 0
     except (ApiError, StateError) as exc:
         if written_before_failure(inp, env, out, exc):
             return 0
-        say(env.stderr, f"{inp.hook}: {persona}: {_failure(exc)}; nothing was acknowledged")
+        say(env.stderr, f"{inp.hook}: {persona}: {failure_text(exc)}; nothing was acknowledged")
         out.json(context_json("SessionStart", render.for_failure(
-            persona, f"could not be read at session start ({_failure(exc)}); unseen mail is handed over later.",
+            persona, f"could not be read at session start ({failure_text(exc)}); unseen mail is handed over later.",
             extra)))
         return 0
-    _report_problems(inp, env, report)
+    report_problems(inp, env, report)
     if not report.delivered and report.refused is None and (inp.mode == INTERACTIVE or sink.notes):
         emit(sink.text(persona, []))
     return 0
@@ -436,11 +374,11 @@ def written_before_failure(inp: HookInput, env: Environment, out: Output, exc: E
     if not out.written:
         return False
     say(env.stderr, f"{inp.hook}: {inp.persona}: the mail was handed over, but the cursor could not be saved "
-                    f"({_failure(exc)}); nothing was acknowledged, so what the session did not take comes again")
+                    f"({failure_text(exc)}); nothing was acknowledged, so what the session did not take comes again")
     return True
 
 
-def _report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
+def report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
     if report.refused is not None:
         say(env.stderr, f"{inp.hook}: {inp.persona}: the mail could not be written to {title(inp)}; it is "
                         f"handed over again next time")
@@ -457,7 +395,7 @@ def stop(inp: HookInput, env: Environment, out: Output) -> int:
         settings = config.load_config_file(environ)
         cap = max_stop_blocks(environ, settings)
     except config.ConfigError as exc:
-        say(env.stderr, f"{inp.hook}: {_failure(exc)}; letting the agent stop")
+        say(env.stderr, f"{inp.hook}: {failure_text(exc)}; letting the agent stop")
         return 0
     active = inp.data.get("stop_hook_active") is True
     raw_turn = inp.data.get("prompt_id")
@@ -482,14 +420,14 @@ def stop(inp: HookInput, env: Environment, out: Output) -> int:
     try:
         report = pull(inp, env, sink)
     except config.ConfigError as exc:
-        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop")
+        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)}; letting the agent stop")
         return 0
     except (ApiError, StateError) as exc:
         if not written_before_failure(inp, env, out, exc):
-            say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {_failure(exc)}; letting the agent stop "
+            say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)}; letting the agent stop "
                             f"(nothing was acknowledged)")
         return 0
-    _report_problems(inp, env, report)
+    report_problems(inp, env, report)
     if sink.notes and not report.delivered:
         for note in sink.notes:
             say(env.stderr, f"{inp.hook}: {render.sanitize(note)}")

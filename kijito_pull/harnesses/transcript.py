@@ -28,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kijito_pull.core import render
 from kijito_pull.core.paths import Paths
 
 CHUNK = 1 << 20
@@ -153,6 +154,16 @@ class Transcript:
         """Keep how far the last `find(..., keep=False)` read."""
         if self._reached is not None:
             self._save(self._reached)
+
+    # -- the hand-over loop's Confirmation (core/source.py) -------------------------------------------------
+
+    def shown(self, persona: str, ids: Sequence[int]) -> set[int]:
+        """Which of `ids` (of `persona`) the model was shown: their markers (core.render.ref) in what the
+        transcript gained. How far it read is kept only by `kept`, once the confirmation is durable."""
+        return self.find({render.ref(persona, i): i for i in ids}, keep=False)
+
+    def kept(self) -> None:
+        self.keep_reached()
 
 
 def _is_queue_line(line: bytes, complete: bool) -> bool:

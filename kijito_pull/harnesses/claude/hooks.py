@@ -60,9 +60,9 @@ from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_T
     HookSink,
     Output,
     Setup,
-    _failure,
-    _report_problems,
     context_json,
+    failure_text,
+    report_problems,
     setup,
 )
 from kijito_pull.harnesses.hookgate import HookInput, say
@@ -178,16 +178,16 @@ def prompt(inp: HookInput, env: Environment, out: Output) -> int:
     try:
         report = handover.pull(inp, env, sink)
     except config.ConfigError as exc:
-        say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}")
+        say(env.stderr, f"{PROMPT}: {persona}: {failure_text(exc)}")
         return 0
     except (ApiError, StateError) as exc:
         if handover.written_before_failure(inp, env, out, exc):
             return 0
-        say(env.stderr, f"{PROMPT}: {persona}: {_failure(exc)}; the mail is handed over when the turn ends")
+        say(env.stderr, f"{PROMPT}: {persona}: {failure_text(exc)}; the mail is handed over when the turn ends")
         emit(f"Kijito inbox for {render.sanitize(persona)}: the new mail could not be fetched just now "
-             f"({_failure(exc)}); it is handed over when this turn ends.")
+             f"({failure_text(exc)}); it is handed over when this turn ends.")
         return 0
-    _report_problems(inp, env, report)
+    report_problems(inp, env, report)
     if not report.delivered and report.refused is None:
         emit(render.for_model(persona, [], extra_notes=[
             *sink.notes, "The mail the doorbell announced was already handed over earlier in this session."]))
@@ -412,7 +412,7 @@ class Waker:
                 except (ApiError, StateError) as exc:
                     failures += 1
                     pause = min(30.0, 2.0 ** min(failures, 5) / 2)
-                    say(self.errors, f"{self.name}: {self.persona}: {_failure(exc)}; retrying in {pause:g} s")
+                    say(self.errors, f"{self.name}: {self.persona}: {failure_text(exc)}; retrying in {pause:g} s")
                     if not self._sleep(pause):
                         return 0
                     continue
@@ -446,7 +446,7 @@ class Waker:
                 pause = protocol.delay(time.monotonic() - started)
             except ApiError as exc:
                 self._doubt()
-                failed = protocol.on_failure(exc)
+                failed = protocol.onfailure_text(exc)
                 retry_after = exc.retry_after
                 due = True
                 pause = self.poll if failed.unavailable else protocol.delay(time.monotonic() - started, retry_after)
@@ -470,7 +470,7 @@ class Waker:
         try:
             pusher.check()
         except (ApiError, StateError, LockTimeout) as exc:
-            say(self.errors, f"{self.name}: cannot settle pushed mail yet ({_failure(exc)})")
+            say(self.errors, f"{self.name}: cannot settle pushed mail yet ({failure_text(exc)})")
         if pusher.refused is None:
             return False
         if not self._push_off_recorded:
@@ -566,7 +566,7 @@ def arm(project: str, persona: str, session_id: str, environ: Mapping[str, str],
     try:
         ready = setup(persona, environ, timeout=5.0, attempts=1, deadline=5.0)
     except config.ConfigError as exc:
-        return lifecycle.Outcome(Result.STARTUP_FAILED, session_id, _failure(exc)), None
+        return lifecycle.Outcome(Result.STARTUP_FAILED, session_id, failure_text(exc)), None
     me = process.me()
     try:
         outcome = lifecycle.acquire(environ, session_id, project=project, persona=persona, me=me, host=host,

@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from kijito_pull.core import render
+from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import Engine
 from kijito_pull.core.models import Message
 from kijito_pull.core.pending import Holder
+from kijito_pull.core.sink import HELD_KEPT, BatchSink
 from kijito_pull.harnesses.claude.inbox_socket import MAX_TEXT, InboxSocket
 from kijito_pull.harnesses.hookgate import say
 from kijito_pull.harnesses.session.optin import may_interrupt
@@ -59,7 +61,40 @@ def _more_note(later: list[Message]) -> str:
             f"they follow separately.")
 
 
+class _PushSink(BatchSink):
+    """One push: what the interrupt policy lets through (`select`), fitted into one socket message
+    (`compose`), written to the session inbox socket. What the pusher pushed before stays held (HELD_KEPT):
+    `Pusher.check` confirms it from the transcript as it goes."""
+
+    held = HELD_KEPT
+
+    def __init__(self, pusher: Pusher):
+        super().__init__()
+        self.pusher = pusher
+
+    def select(self, pending: Sequence[Message]) -> list[Message]:
+        return [m for m in pending if self.pusher.wanted(m)]
+
+    def compose(self, persona: str, messages: Sequence[Message]) -> tuple[str, list[Message]] | None:
+        return self.pusher.fit(list(messages), [SOCKET_NOTE, *self.notes])
+
+    def before_hand_over(self, shown: Sequence[Message]) -> None:
+        self.pusher.mark_handed()  # SessionEnd then settles whatever is pending
+
+    def write(self, text: str, shown: Sequence[Message]) -> bool:
+        try:
+            self.pusher.socket.send(text)
+        except (OSError, ValueError) as exc:
+            self.pusher.refused = f"the session inbox socket cannot be written ({type(exc).__name__}: {exc})"
+            return False
+        return True
+
+
 class Pusher:
+    """The session's pusher: new mail the interrupt policy lets through goes into the session inbox
+    socket as a pending hand-over (`push`), confirmed from the transcript (`check`); the module
+    docstring has the whole contract."""
+
     def __init__(self, engine: Engine, sock: InboxSocket, transcript: Transcript, *, persona: str,
                  session_id: str, policy: str, pid: int, pid_start: str | None, errors: IO[str],
                  mark_handed: Callable[[], None] = lambda: None, accept_wait: float = ACCEPT_WAIT,
@@ -92,37 +127,18 @@ class Pusher:
         return bool(self.inflight or self.queued)
 
     def push(self) -> list[int]:
-        """Push the unseen mail that may interrupt; returns the ids written to the socket. Raises ApiError
-        or StateError like any pull (nothing was handed over then)."""
+        """Push the unseen mail that may interrupt, through the hand-over loop (core/delivery.py) with this
+        pusher's holder; returns the ids written to the socket. Raises ApiError or StateError like any
+        pull (nothing was handed over then)."""
         if self.refused is not None:
             return []
-        failed: list[int] = []
-        with self.engine.open(holder=self.holder) as pull:
-            batch = [m for m in pull.pending if self.wanted(m)]
-            if not batch:
-                return []
-            notes = [f"kijito-pull note ({e.get('event', 'note')}): {e.get('reason') or 'see `kijito-pull status`'}."
-                     for e in pull.signals]
-            fitted = self._fit(batch, [SOCKET_NOTE, *notes])
-            if fitted is None:
-                return []
-            text, shown = fitted
-            self.mark_handed()  # before the hand-over: SessionEnd then settles whatever is pending
-            pull.hand_over(shown)  # durable before the write: a kill after it loses nothing
-            try:
-                self.socket.send(text)
-            except (OSError, ValueError) as exc:
-                failed = [m.id for m in shown]
-                self.refused = f"the session inbox socket cannot be written ({type(exc).__name__}: {exc})"
-        if failed:
-            self.engine.settle(self.holder.key, released=failed)
-            return []
+        report = pull_through(self.engine, self.engine.factory, _PushSink(self), holder=self.holder)
         now = self.clock()
-        for m in shown:
-            self.inflight[m.id] = now
-        return [m.id for m in shown]
+        for i in report.delivered:
+            self.inflight[i] = now
+        return report.delivered
 
-    def _fit(self, batch: list[Message], notes: list[str]) -> tuple[str, list[Message]] | None:
+    def fit(self, batch: list[Message], notes: list[str]) -> tuple[str, list[Message]] | None:
         """The text of one push and the messages it shows, at most `max_text` characters: the hand-over of
         the whole batch, else of fewer messages (halved until it fits; a note says that more follow). A
         message that does not fit even alone is set aside; None when nothing is left to push."""

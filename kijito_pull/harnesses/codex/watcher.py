@@ -30,13 +30,15 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from kijito_pull.core import process, render
-from kijito_pull.core.models import ApiError
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
+from kijito_pull.core.sink import HELD_WAITS, BatchSink
 from kijito_pull.core.state import LockTimeout, StateError
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.codex import appserver
@@ -60,7 +62,26 @@ def queue_holder_key(session_id: str) -> str:
     return f"codex-queue:{session_id}"
 
 
+class _QueueSink(BatchSink):
+    """One queued turn (`codex queue --thread`): nothing more is queued while a turn is in flight
+    (WAIT), so the rollout confirms one hand-over at a time."""
+
+    held = HELD_WAITS
+
+    def __init__(self, watcher: Watcher):
+        super().__init__()
+        self.watcher = watcher
+        self.problem: str | None = None
+
+    def write(self, text: str, shown: Sequence[Message]) -> bool:
+        self.problem = self.watcher.queue(text)
+        return self.problem is None
+
+
 class Watcher:
+    """An interactive Codex session's one watcher: long-polls the inbox and queues new mail as the
+    session's next turn, pending with its own holder until the rollout shows it (module docstring)."""
+
     def __init__(self, inp: HookInput, environ: Mapping[str, str], errors: IO[str], *, codex: str,
                  me: lifecycle.Proc, host: lifecycle.Proc | None, ready: handover.Setup, transcript: Transcript,
                  check: float = CHECK, wait: int = WAIT, poll: float = POLL, ttl: float = QUEUE_TTL):
@@ -101,22 +122,18 @@ class Watcher:
 
     # -- one look ---------------------------------------------------------------------------------------
     def look(self) -> bool:
-        """Confirm what Codex took; queue the next batch when nothing is in flight. True: mail was queued."""
-        with self.engine.open(holder=self.holder) as pull:
-            if pull.held:
-                handover.confirm_held(pull, self.transcript)
-            self.in_flight = bool(pull.held)
-            if self.in_flight or not pull.pending:
-                return False
-            text, shown = render.hand_over(self.persona, list(pull.pending))
-            pull.hand_over(shown)  # durable before Codex sees it: a kill after this loses nothing
-            problem = self.queue(text)
-            if problem is not None:
-                pull.retake()
-                raise QueueError(problem)
-            self.in_flight = True
-            say(self.errors, f"{NAME}: session {self.sid}: queued {len(shown)} message(s) for {self.persona}")
-            return True
+        """Confirm what Codex took; queue the next batch when nothing is in flight (the hand-over loop,
+        core/delivery.py, with this watcher's holder and the rollout as the confirmation). True: mail
+        was queued. Raises QueueError when `codex queue` failed (the mail is unseen again)."""
+        sink = _QueueSink(self)
+        report = pull_through(self.engine, self.engine.factory, sink, holder=self.holder, confirm=self.transcript)
+        self.in_flight = bool(report.held)
+        if sink.problem is not None:
+            raise QueueError(sink.problem)
+        if report.delivered:
+            say(self.errors, f"{NAME}: session {self.sid}: queued {len(report.delivered)} message(s) for "
+                             f"{self.persona}")
+        return bool(report.delivered)
 
     def queue(self, text: str) -> str | None:
         try:

@@ -1,0 +1,87 @@
+"""The mail source contract: where one (persona, consumer)'s mail state lives.
+
+Everything above core (the hand-over loop in core/delivery.py and every entry point on it) is written
+against these two protocols and never knows which source it reads. Today's source is the Kijito engine
+over a local cursor file (`core.engine.Engine`, `core.engine.Pull`); a Redis Streams consumer group
+is meant to be the second, mapping each call onto its own mechanism (shared/design.md, "Where the mail
+state lives"):
+
+    MailSource.open(holder=)   one pull, exclusive for this (persona, consumer) while it is open:
+                               the cursor lock and a page walk (Kijito); XREADGROUP (Redis)
+    OpenPull.pending           unseen mail, in id order, that nobody live holds
+    OpenPull.ack / ack_all     the consumer took it: the cursor moves past it (XACK)
+    OpenPull.hand_over         it went to an agent session (a Holder) that confirms it later: pending
+                               with that holder, unacknowledged (a pending entry of the group)
+    OpenPull.held / confirm    what this holder was handed before / the harness's record shows it: ack
+    OpenPull.retake / release  handed over and never shown: unseen again, its count kept
+    OpenPull.refuse            refused once more; parked as poison at the limit (a dead-letter stream)
+    MailSource.settle          the same confirm / release outside a pull, briefly exclusive, no request
+    MailSource.held_by         the ids a holder holds now (SessionEnd settles them)
+    MailSource.unseen          the ids unseen now, without changing anything (a peek)
+
+A dead holder's entries, or those past their deadline, are claimed back by the source itself when the
+next pull opens (XAUTOCLAIM). Every call raises `core.models.ApiError` when the source cannot be read
+and `core.state.StateError` when its state cannot be locked or saved; nothing is acknowledged then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from kijito_pull.core.models import Message
+from kijito_pull.core.pending import Holder
+
+
+class OpenPull(Protocol):
+    """One open pull of one (persona, consumer): what is unseen, and how a consumer takes it."""
+
+    persona: str
+    pending: list[Message]
+    held: list[Message]
+    signals: list[dict]
+
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def problem(self) -> str | None: ...
+    @property
+    def hidden_unread(self) -> bool | None: ...
+
+    def ack(self, message: Message) -> None: ...
+    def ack_all(self, messages: Iterable[Message]) -> None: ...
+    def refuse(self, message: Message, reason: str = ...) -> dict | None: ...
+    def hand_over(self, messages: Iterable[Message], shown: Iterable[int] | None = None) -> None: ...
+    def confirm(self, ids: Iterable[int]) -> list[Message]: ...
+    def retake(self) -> list[Message]: ...
+    def release(self, ids: Iterable[int]) -> list[Message]: ...
+
+
+class SignalFactory(Protocol):
+    """Builds the diagnostic events a pull raises (core.events.EventFactory)."""
+
+    def signal(self, kind: str, persona: str, **fields: Any) -> dict: ...
+
+
+class MailSource(Protocol):
+    """Where one (persona, consumer)'s mail state lives (the module docstring maps each call)."""
+
+    persona: str
+    consumer: str
+    factory: Any  # the EventFactory its events are built with
+
+    def open(self, peek: bool = False, holder: Holder | None = None) -> AbstractContextManager[OpenPull]: ...
+    def settle(self, holder: str, confirmed: Iterable[int] = (), released: Iterable[int] = (),
+               shown: Iterable[int] = ()) -> None: ...
+    def held_by(self, holder: str) -> list[int]: ...
+    def unseen(self, exclude: Iterable[int] = ()) -> list[int]: ...
+
+
+class Confirmation(Protocol):
+    """The harness's own record of what its model was given (a transcript): the hand-over loop asks it
+    which held ids it shows, acknowledges those, and only then tells it they are kept, so a kill between
+    the two makes the next look find the same markers again instead of passing them."""
+
+    def shown(self, persona: str, ids: Sequence[int]) -> set[int]: ...
+    def kept(self) -> None: ...
