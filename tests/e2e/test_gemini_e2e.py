@@ -183,3 +183,35 @@ def test_project_install_and_uninstall_leave_the_project_as_it_was(
     done = gm.kp(env, project, "uninstall", "gemini", "--project")
     assert done.returncode == 0 and "removed" in done.stdout, done.stdout
     assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
+
+
+# -- the interactive TUI ----------------------------------------------------------------------------------------
+
+
+def test_tui_gets_waiting_mail_with_its_first_prompt_and_mail_sent_mid_turn_at_its_end(
+        gemini_harness, fake_model, sandbox, env, project) -> None:
+    sandbox.send(ch.PERSONA, "loom", "MAIL-TUI-WAITING: the release is frozen")
+    sent: list[int] = []
+
+    def reply(request: dict) -> str:
+        if request["path"].endswith(gm.STREAM_PATH) and not sent:
+            sent.append(sandbox.send(ch.PERSONA, "loom", "MAIL-TUI-MIDTURN: CI is green again"))
+        return "ok"
+
+    fake_model.reply = reply
+    argv = h.netns().wrap(gemini_harness.cmd("-m", gm.MODEL))
+    with h.Tmux(argv, env={**env, "TERM": "xterm-256color"}, cwd=project) as tui:
+        assert tui.wait_for_screen("Type your message", timeout=40), tui.capture()
+        # Gemini runs SessionStart at launch, before any prompt; a prompt typed before the hook answered goes
+        # without the context, which Gemini adds to the conversation later (docs/gemini.md): wait for it.
+        assert ch.wait_until(lambda: cx.pending(env, project) != [], 20), tui.capture()
+        tui.type("say hi from the tui")
+        first = fake_model.wait_for(lambda r: r["path"].endswith(gm.STREAM_PATH) and "say hi from the tui"
+                                    in fake_model.text_of(r), timeout=30)
+        assert first is not None, tui.capture()
+        assert "MAIL-TUI-WAITING: the release is frozen" in fake_model.text_of(first)
+        again = fake_model.wait_for_text("MAIL-TUI-MIDTURN: CI is green again", timeout=30)
+        assert again is not None and again["path"].endswith(gm.STREAM_PATH), tui.capture()
+        assert ch.wait_until(lambda: cx.pending(env, project) == [], 20), cx.pending(env, project)
+        assert _handed_times(fake_model, "MAIL-TUI-WAITING") == 1
+        assert _handed_times(fake_model, "MAIL-TUI-MIDTURN") == 1
