@@ -1,9 +1,6 @@
 """Gemini CLI's part of the hook fast gate: the answer given before anything heavy is imported.
-Standard library only (see kijito_pull.harnesses.hookgate).
-
-SessionEnd forgets the session's own files (its block count, its record offset: lifecycle.end_session);
-a session that was never handed mail has nothing more to settle, so it is answered here, by a file test
-(the session's `handed` marker, kijito_pull.harnesses.session.lifecycle), without the runtime.
+Standard library only (see kijito_pull.harnesses.hookgate): a SessionEnd of a session that was never
+handed mail is answered here (kijito_pull.harnesses.session.ending).
 """
 
 from __future__ import annotations
@@ -24,13 +21,6 @@ def early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -> int | 
     """An exit code when the hook is answered here; None when the runtime has work to do."""
     if inp.hook != SESSION_END:
         return None
-    if inp.session_id is None:
-        return 0  # nothing can be held by a session without a valid id
-    from kijito_pull.harnesses.hookgate import say
-    from kijito_pull.harnesses.session import lifecycle
+    from kijito_pull.harnesses.session.ending import answer_end
 
-    try:
-        lifecycle.end_session(environ, inp.session_id)
-    except lifecycle.LifecycleError as exc:
-        say(stderr, f"{inp.hook}: {exc}")
-    return None if lifecycle.handed_marker(environ, inp.session_id).exists() else 0
+    return answer_end(inp, environ, stderr)
