@@ -24,6 +24,7 @@ HARNESSES = {
     "pi": "kijito_pull.harnesses.pi",
     "codex": "kijito_pull.harnesses.codex",
     "gemini": "kijito_pull.harnesses.gemini",
+    "copilot": "kijito_pull.harnesses.copilot",
     "daemon": "kijito_pull.harnesses.daemon",
 }
 

@@ -1,0 +1,31 @@
+"""GitHub Copilot CLI: its hook adapter (SessionStart, Stop, SessionEnd) and the installer of its hooks file.
+
+`HARNESS` is Copilot CLI's side of the Harness contract (kijito_pull.harnesses.base). Standard library
+only: the hook fast gate imports this package for every `kijito-pull hook copilot-*`.
+
+The hooks file is written in Claude Code's format (PascalCase events), which Copilot CLI 1.0.102 reads
+from `~/.copilot/hooks/*.json` and `.github/hooks/*.json`: its hook input is then snake_case
+(`session_id`, `transcript_path`, `stop_hook_active`), the shape the shared hand-over reads.
+"""
+
+from kijito_pull.harnesses.base import REPOSITORY, TRANSCRIPT, Harness, Hook
+
+HARNESS = Harness(
+    "copilot", "Copilot CLI",
+    executable="copilot",
+    hooks=(
+        Hook("copilot-session-start", "SessionStart", "Copilot CLI SessionStart: waiting mail as additionalContext"),
+        Hook("copilot-stop", "Stop", "Copilot CLI Stop (agentStop): unseen mail blocks the stop, as claude-stop"),
+        Hook("copilot-session-end", "SessionEnd", "Copilot CLI SessionEnd: settles the session's hand-overs"),
+    ),
+    nothing="",  # measured: empty output lets the agent stop
+    early="kijito_pull.harnesses.copilot.gate:early",
+    runtime="kijito_pull.harnesses.copilot.hooks:run",
+    # Copilot CLI's session record (~/.copilot/session-state/<id>/events.jsonl) holds the SessionStart
+    # context (hook.end output) and a Stop block's reason (a user.message), measured on 1.0.102.
+    confirmation=TRANSCRIPT,
+    installer="kijito_pull.harnesses.copilot.installer",
+    install_help="Copilot CLI: SessionStart, Stop and SessionEnd hooks in ~/.copilot/hooks/kijito-pull.json "
+                 "(--project: .github/hooks/)",
+    project=REPOSITORY,  # Copilot looks for <repository>/.github/hooks/
+)

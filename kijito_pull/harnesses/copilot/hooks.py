@@ -1,0 +1,70 @@
+"""The Copilot CLI adapter: Copilot CLI reads Claude Code's hook format (PascalCase events), with its own rules.
+
+    copilot-session-start   SessionStart: waiting mail as context. Copilot CLI reads only a top-level
+                            `additionalContext` (1.0.102 ignores `hookSpecificOutput.additionalContext`,
+                            the key Claude Code reads), so the answer carries both
+    copilot-stop            Stop (agentStop): unseen mail as `{"decision": "block", "reason": ...}`; at most
+                            `max_stop_blocks` (default 3) in a row per session (Copilot's own cap is 8)
+    copilot-session-end     SessionEnd: settles what the session was handed
+
+The work is the shared hand-over (kijito_pull.harnesses.handover), pending with the session until its
+record shows the mail. Copilot names the record (`transcript_path`) only in its Stop input; for SessionStart
+and SessionEnd it is the session's `events.jsonl` under Copilot's home (`$COPILOT_HOME`, else
+`~/.copilot`), `session-state/<session id>/events.jsonl`, measured on 1.0.102.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kijito_pull.core.environment import Environment
+from kijito_pull.harnesses import handover
+from kijito_pull.harnesses.copilot.gate import SESSION_END, SESSION_START
+from kijito_pull.harnesses.hookgate import HookInput
+from kijito_pull.harnesses.installkit import expand, home
+from kijito_pull.harnesses.session import ending
+
+
+def copilot_home(environ: Mapping[str, str]) -> Path:
+    raw = environ.get("COPILOT_HOME", "").strip()
+    return expand(raw, environ) if raw else home(environ) / ".copilot"
+
+
+def record_path(environ: Mapping[str, str], session_id: str) -> Path:
+    return copilot_home(environ) / "session-state" / session_id / "events.jsonl"
+
+
+class TopLevelContext:
+    """The hook's Output, with SessionStart's `additionalContext` also given at the top level (Copilot CLI
+    reads only that one; Claude Code's `hookSpecificOutput` key stays for the shape's sake)."""
+
+    def __init__(self, out: handover.Output):
+        self._out = out
+
+    @property
+    def written(self) -> list[dict[str, Any]]:
+        return self._out.written
+
+    def json(self, obj: dict[str, Any]) -> bool:
+        inner = obj.get("hookSpecificOutput")
+        if isinstance(inner, dict) and isinstance(inner.get("additionalContext"), str):
+            obj = {**obj, "additionalContext": inner["additionalContext"]}
+        return self._out.json(obj)
+
+
+def session_start(inp: HookInput, env: Environment, out: handover.Output) -> int:
+    return handover.session_start(inp, env, TopLevelContext(out))  # type: ignore[arg-type]
+
+
+def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
+    """Run one Copilot CLI hook. Always exit 0; never raises."""
+    if inp.session_id is not None and not isinstance(inp.data.get("transcript_path"), str):
+        inp.data["transcript_path"] = str(record_path(env.environ, inp.session_id))
+    if inp.hook == SESSION_END:
+        ending.settle(inp, env)
+        return 0
+    handover.answer(inp, env, session_start if inp.hook == SESSION_START else handover.stop, exit_fn=exit_fn)
+    return 0
