@@ -231,28 +231,17 @@ def nothing(inp: HookInput) -> str:
 
 def answer(inp: HookInput, env: Environment, handler: Callable[[HookInput, Environment, Output], int], *,
            exit_fn: Callable[[int], None] = os._exit, after: Callable[[], None] | None = None) -> int:
-    """Run one hand-over `handler` inside the hook budget. Never raises: a problem is one stderr line and
-    exit 0; whatever happens, the harness gets its "nothing to do" answer when nothing else was written.
-    `after` runs once the handler is done, whatever it did (e.g. Claude Code's waker sync note)."""
-    out: Output | None = None
-    code = 0
-    try:
+    """Run one hand-over `handler` inside the hook budget (`Output`), then give the harness its "nothing to
+    do" answer when nothing else was written. `after` runs once the handler is done, whatever it did (e.g.
+    Claude Code's waker sync note). A failure propagates to the hook route's one boundary
+    (hookgate.run_hook), which says why on stderr and exits 0."""
+    with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn, nothing=nothing(inp)) as out:
         try:
-            with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn,
-                        nothing=nothing(inp)) as out:
-                code = handler(inp, env, out)
+            code = handler(inp, env, out)
         finally:
             if after is not None:
                 after()
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
-        code = 0
-    if out is None:
-        from kijito_pull.harnesses.hookgate import answer_nothing
-
-        answer_nothing(env.stdout, nothing(inp))
-    else:
-        out.nothing_if_silent()
+    out.nothing_if_silent()
     return code
 
 
@@ -326,6 +315,21 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Mapping[str
         ready.close()
         for reading in readers.values():
             reading.forget()
+
+
+def session_end(inp: HookInput, env: Environment) -> int:
+    """A session's SessionEnd hook (Claude Code, Codex): end its long-lived helpers (waker, watcher), then
+    settle what it was handed, by every holder its Harness declares (`Harness.holders`): what the
+    transcript shows is confirmed, the rest is unseen again at once, so the next session gets it."""
+    sid = inp.session_id
+    if sid is None:
+        return 0
+    lifecycle.end_session(env.environ, sid)
+    harness = inp.harness
+    also = {f"{prefix}:{sid}": reader for prefix, reader in (harness.holders if harness is not None else ())}
+    confirm_at_end(inp, env.environ, also=also)
+    lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
+    return 0
 
 
 def failure_text(exc: BaseException) -> str:

@@ -49,8 +49,8 @@ from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.base import INTERACTIVE
 from kijito_pull.harnesses.claude import host as claude_host
 from kijito_pull.harnesses.claude import inbox_socket
-from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, PUSHER, SESSION_END, SESSION_START, STOP, WAKER
-from kijito_pull.harnesses.claude.push import Pusher, push_holder_key
+from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, PUSHER, WAKER
+from kijito_pull.harnesses.claude.push import Pusher
 from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_TIMEOUT: read by tests and benches
     BUDGET_ENV,
     DEFAULT_BUDGET,
@@ -87,40 +87,35 @@ def sync_key(data: Mapping[str, Any]) -> str:
     return "|".join(str(data.get(k) or "") for k in ("hook_event_name", "source", "prompt_id"))
 
 
-def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
-    """Run one hook. Never raises, never prints a traceback: problems are one stderr line and exit 0."""
-    if inp.hook in (WAKER, PUSHER):
-        try:
-            return run_waker(inp, env) if inp.hook == WAKER else run_pusher(inp, env)
-        except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-            say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
-            return 0
-    if inp.hook == SESSION_END:
-        return session_end(inp, env)
-    handler = {SESSION_START: session_start, STOP: handover.stop, PROMPT: prompt}[inp.hook]
+def _synced(inp: HookInput, env: Environment) -> Callable[[], None]:
+    """After SessionStart or Stop: note that this hook event ran (its waker sibling reads it)."""
 
-    def synced() -> None:
-        if inp.hook in (SESSION_START, STOP) and inp.session_id:
+    def note() -> None:
+        if inp.session_id:
             try:
                 lifecycle.write_synced(env.environ, inp.session_id, sync_key(inp.data))
             except lifecycle.LifecycleError:
                 pass
 
-    return handover.answer(inp, env, handler, exit_fn=exit_fn, after=synced)
+    return note
 
 
-def session_end(inp: HookInput, env: Environment) -> int:
-    """SessionEnd (the gate ended the waker): what this session was handed and its transcript shows is
-    confirmed, the rest is unseen again at once, so the next session gets it."""
-    try:
-        also = {push_holder_key(inp.session_id): PUSH_READER} if inp.session_id else {}
-        handover.confirm_at_end(inp, env.environ, also=also)
-        if inp.session_id:  # also when the input named no transcript
-            lifecycle.handed_marker(env.environ, inp.session_id).unlink(missing_ok=True)
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "
-                        f"they are claimed back when their deadline passes")
-    return 0
+# -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.claude.HARNESS) ---------------------
+
+
+def on_session_start(inp: HookInput, env: Environment) -> int:
+    """claude-session-start: waiting mail as the session's context."""
+    return handover.answer(inp, env, session_start, after=_synced(inp, env))
+
+
+def on_stop(inp: HookInput, env: Environment) -> int:
+    """claude-stop: unseen mail blocks the stop (bounded, handover.stop)."""
+    return handover.answer(inp, env, handover.stop, after=_synced(inp, env))
+
+
+def on_prompt(inp: HookInput, env: Environment) -> int:
+    """claude-prompt: the mail a doorbell announced, handed to the turn it started."""
+    return handover.answer(inp, env, prompt)
 
 
 def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
