@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.models import ApiError, InboxPage, Message
 from kijito_pull.core.pending import Holder
+from kijito_pull.core.source import SignalFactory
 from kijito_pull.core.state import EMPTY_CURSOR, RECENT_LIMIT, CursorState, Loaded, StateStore, fingerprint
 
 DEFAULT_MAX_REPLAY = 50
@@ -40,11 +41,10 @@ NORMAL = "normal"
 
 
 class InboxSource(Protocol):
-    def inbox(self, persona: str, before_id: int | None = None, limit: int | None = None) -> InboxPage: ...
+    """What the engine reads pages from (core.api.KijitoClient)."""
 
-
-class SignalFactory(Protocol):
-    def signal(self, kind: str, persona: str, **fields: Any) -> dict: ...
+    def inbox(self, persona: str, before_id: int | None = None, limit: int | None = None) -> InboxPage:
+        """The newest page, or with `before_id` the page of ids below it."""
 
 
 @dataclass
@@ -124,10 +124,12 @@ class Pull:
 
     @property
     def pinned(self) -> bool:
+        """The walk could not prove it saw everything above the cursor: the cursor stays where it is."""
         return self.mode == NORMAL and not self.coverage.complete
 
     @property
     def problem(self) -> str | None:
+        """Why the cursor is pinned (None: it is not)."""
         return self.coverage.problem
 
     @property
@@ -140,6 +142,7 @@ class Pull:
         self.ack_all([message])
 
     def ack_all(self, messages: Iterable[Message]) -> None:
+        """`ack` for several messages at once (one durable record)."""
         ids = {m.id for m in messages}
         for i in ids:
             self._entries.pop(i, None)
@@ -252,6 +255,7 @@ class Pull:
         return back
 
     def handed_count(self, message: Message) -> int:
+        """How often `message` was handed over without being confirmed."""
         entry = self._entries.get(message.id)
         return entry.count if entry is not None else 0
 
@@ -263,9 +267,11 @@ class Pull:
 
     @property
     def all_taken(self) -> bool:
+        """Every planned message was acknowledged."""
         return all(m.id in self._acked for m in self.pending)
 
     def state_after(self) -> CursorState:
+        """The cursor state this pull would save now: past everything taken, never past the first not taken."""
         before = self._before or CursorState()
         if self.pinned:
             above = sorted(set(before.delivered_above) | self._acked)

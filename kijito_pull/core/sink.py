@@ -45,6 +45,7 @@ class Sink:
         """Called once before the messages of one pull are delivered."""
 
     def deliver(self, event: dict, message: Message) -> bool:
+        """Hand one message over; True only once the consumer took it (False holds the cursor below it)."""
         raise NotImplementedError
 
 
@@ -68,6 +69,7 @@ class BatchSink(Sink):
         self.shown: list[Message] = []
 
     def signal(self, event: dict) -> None:
+        """A diagnostic becomes one note in this pull's text."""
         self.notes.append(render.note(event))
 
     def select(self, pending: Sequence[Message]) -> list[Message]:

@@ -55,6 +55,7 @@ HAND_OVER_TTL = 30 * 60.0  # an unconfirmed hand-over to a live session is claim
 
 
 def hook_budget(environ: Mapping[str, str]) -> float:
+    """The seconds a hook may take before it gives up ($KIJITO_PULL_HOOK_BUDGET, 0.5 to 9.5, default 8)."""
     raw = environ.get(BUDGET_ENV, "").strip()
     try:
         value = float(raw) if raw else DEFAULT_BUDGET
@@ -88,13 +89,16 @@ class Setup:
 
     @property
     def client(self) -> KijitoClient:
+        """The API client of this hook run."""
         return self.context.client
 
     @property
     def settings(self) -> dict[str, Any]:
+        """The config file's settings."""
         return self.context.settings.file
 
     def close(self) -> None:
+        """Close the client's connections."""
         self.context.close()
 
 
@@ -185,6 +189,7 @@ class Output:
 
 
 def context_json(event: str, text: str, system_message: str | None = None) -> dict[str, Any]:
+    """A hook answer that adds `text` to the session's context (`hookSpecificOutput.additionalContext`)."""
     out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     if system_message:
         out["systemMessage"] = system_message
@@ -192,6 +197,7 @@ def context_json(event: str, text: str, system_message: str | None = None) -> di
 
 
 def block_json(reason: str) -> dict[str, Any]:
+    """A Stop hook answer that blocks the stop with `reason` as the model's next input."""
     return {"decision": "block", "reason": reason}
 
 
@@ -226,6 +232,7 @@ def title(inp: HookInput) -> str:
 
 
 def nothing(inp: HookInput) -> str:
+    """The harness's "nothing to do" answer ("" Claude Code, "{}\\n" Codex)."""
     return inp.harness.nothing if inp.harness is not None else ""
 
 
@@ -383,6 +390,7 @@ def written_before_failure(inp: HookInput, env: Environment, out: Output, exc: E
 
 
 def report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
+    """A refused write or a pinned cursor, as one stderr line each (the session goes on)."""
     if report.refused is not None:
         say(env.stderr, f"{inp.hook}: {inp.persona}: the mail could not be written to {title(inp)}; it is "
                         f"handed over again next time")
@@ -392,6 +400,9 @@ def report_problems(inp: HookInput, env: Environment, report: PullReport) -> Non
 
 
 def stop(inp: HookInput, env: Environment, out: Output) -> int:
+    """Stop: unseen mail blocks the stop with the hand-over as its reason, at most `max_stop_blocks` times
+    in a row per turn (a run of blocks is one prompt_id's, or lasts while `stop_hook_active`); never twice
+    for the same mail (it is pending with the session). Any failure lets the agent stop, saying why."""
     persona = inp.persona
     sid = inp.session_id
     environ = env.environ

@@ -67,6 +67,11 @@ class Target:
 
 
 class Watcher:
+    """The long-running loop behind `kijito-pull watch`: arms every watched persona (its first pull and an
+    `armed` event), then pulls a persona through the hand-over loop (core/delivery.py) only when its
+    unread count rose, on a sweep (`PULL_NOW` from the sink), or every `--resync-every` arrivals; the
+    `Notifier` thread long-polls the counts. It knows no harness: only its sink."""
+
     def __init__(self, *, client: KijitoClient, notify_client: KijitoClient,
                  make_engine: Callable[[str], Engine], sink: Sink, factory: EventFactory,
                  options: WatchOptions, personas: Iterable[str], stop: threading.Event,

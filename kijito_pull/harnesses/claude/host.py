@@ -79,7 +79,7 @@ def supports_rewake(path: str, environ: Mapping[str, str]) -> bool | None:
         return None
     key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
     cache_file = Path(_cache_path(environ))
-    cache = lifecycle._read_json(cache_file) or {}
+    cache = lifecycle.read_json(cache_file) or {}
     known = cache.get(key)
     if isinstance(known, bool):
         return known
@@ -88,7 +88,7 @@ def supports_rewake(path: str, environ: Mapping[str, str]) -> bool | None:
         cache = {k: v for k, v in cache.items() if not k.startswith(f"{path}|")}
         cache[key] = found
         with contextlib.suppress(lifecycle.LifecycleError):
-            lifecycle._write_json(cache_file, cache)
+            lifecycle.write_json(cache_file, cache)
     return found
 
 
