@@ -13,6 +13,7 @@ from kijito_pull.core.environment import Environment
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
+from kijito_pull.core.receipts import ReadReceipts
 from kijito_pull.core.sink import Sink
 from kijito_pull.core.state import StateError
 from kijito_pull.sinks.stdout import NdjsonSink, TextSink
@@ -73,6 +74,8 @@ def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environmen
     except StateError as exc:
         env.error(f"{persona}: {exc}")
         return ExitCode.SOURCE_FAILED
+    if isinstance(engine, ReadReceipts) and engine.problem:
+        env.error(f"{persona}: {engine.problem}")  # the mail was delivered; only the receipt waits
     if report.refused is not None:
         env.error(f"{persona}: message {report.refused} could not be handed over; it will be delivered again")
         return ExitCode.SOURCE_FAILED

@@ -90,6 +90,12 @@ class KijitoClient:
             params.append(("limit", str(limit)))
         return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id)
 
+    def mark_read_below(self, persona: str, before_id: int) -> InboxPage:
+        """Mark read the inbox window of ids below `before_id` (the server marks every row a window returns:
+        only core/receipts.py asks this, with `before_id` just above the confirmed cursor)."""
+        params = [("persona", persona), ("mark_read", "true"), ("before_id", str(before_id))]
+        return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id)
+
     def notify_pending(self, wait: int | None = None, cursor: str | None = None) -> NotifyResult:
         params: list[tuple[str, str]] = []
         if wait is not None:
