@@ -10,8 +10,9 @@ The server marks every row an inbox window returns (shared/kijito-api.md: `mark_
 a window shaped so that nothing above the cursor can be in it: `before_id = cursor + 1`, walked backward
 with `next_before_id` while the server says it withheld older rows, and stopped early at the first page
 whose rows were all read already (earlier marks reached below it) or at the position the last mark
-reached. Mail above the cursor (delivered out of order, or pending with a session) is left unread: a
-fresh runner may get it again, a duplicate, never a loss.
+reached. A confirmation outside a pull (SessionEnd's, `exec`'s) is followed by one pull that delivers
+nothing, so the cursor moves past it before the run ends. Mail above the cursor (delivered out of order,
+or pending with a session) is left unread: a fresh runner may get it again, a duplicate, never a loss.
 
 How far the marks reached is kept beside the cursor file (`<cursor>.marked`, one integer, 0600, written
 atomically, read without following links or blocking). A mark that fails (the server is down, an
@@ -34,6 +35,7 @@ from typing import Any, Protocol
 from kijito_pull.core.models import ApiError, InboxPage
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.source import OpenPull
+from kijito_pull.core.state import StateError
 
 MAX_MARK_PAGES = 50  # windows one mark walks at most; the rest is reached by the next mark
 ENV = "KIJITO_PULL_MARK_READ"
@@ -70,7 +72,18 @@ class ReadReceipts:
 
     def settle(self, holder: str, confirmed: Iterable[int] = (), released: Iterable[int] = (),
                shown: Iterable[int] = ()) -> None:
+        confirmed = list(confirmed)
         self.engine.settle(holder, confirmed=confirmed, released=released, shown=shown)
+        if not confirmed:
+            return
+        # A confirmation outside a pull (SessionEnd, `exec`) does not move the cursor: the next pull does. An
+        # ephemeral runner has no next pull, so pull once now (nothing is delivered) to move it, then mark.
+        try:
+            with self.engine.open():
+                pass
+        except (ApiError, StateError) as exc:
+            self.problem = f"marking mail read failed ({exc}); tried again after the next pull"
+            return
         self.mark()
 
     def held_by(self, holder: str) -> list[int]:

@@ -110,3 +110,14 @@ def test_a_mark_walks_back_over_a_long_window_and_stops_where_the_last_one_reach
     later = [sb.send(PERSONA, "river", "late")]
     assert pull_through(receipts, factory, Held()).delivered == later
     assert len(marks(sb)) == 1 and unread(sb) == []  # one window reaches below the last mark: it stops there
+
+
+def test_a_confirmation_outside_a_pull_is_marked_before_the_run_ends(sb, receipts, factory):
+    """SessionEnd (or `exec`) confirms the run's last hand-over with no pull after it: an ephemeral runner
+    must still leave it marked, or the next fresh runner gets it again."""
+    ids = [sb.send(PERSONA, "river", "one")]
+    holder = Holder("toy:end", os.getpid())
+    assert pull_through(receipts, factory, Held(), holder=holder).delivered == ids
+    assert unread(sb) == ids  # pending with the session: not marked
+    receipts.settle(holder.key, confirmed=ids)
+    assert unread(sb) == []
