@@ -157,8 +157,7 @@ def check_config(ctx: Context) -> Finding:
                        f"fix the TOML in {_shown(path, ctx.environ)} (see docs/configuration.md), or move it away")
     if not path.exists():
         return Finding("config", OK, f"no config file at {_shown(path, ctx.environ)} (optional)")
-    known = ("api_base", "token_file", "auth_header", "persona", "consumer", "max_stop_blocks", "on_reset",
-             "max_attempts")
+    known = config.KNOWN_KEYS
     unknown = sorted(k for k in ctx.settings if k not in known)
     keys = ", ".join(sorted(k for k in ctx.settings if k in known)) or "no settings"
     if unknown:

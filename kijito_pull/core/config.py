@@ -32,6 +32,8 @@ _HEADER_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 # Settings the file may carry, all strings: a wrong type is reported here, not as a crash where it is used.
 _STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer", "on_reset")
+#: Every key the config file may carry (docs/configuration.md); `doctor` names the others as ignored.
+KNOWN_KEYS = (*_STRING_SETTINGS, "max_stop_blocks", "max_attempts", "mark_read")
 
 SANDBOX_HINT = "to try kijito-pull without an account, run `kijito-pull demo` or `kijito-pull sandbox`"
 
