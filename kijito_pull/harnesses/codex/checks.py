@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kijito_pull.doctor import FAIL, OK, WARN, Context, Finding
+from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
 from kijito_pull.harnesses.codex import installer, trust
 
 CHECK = "codex.trust"
