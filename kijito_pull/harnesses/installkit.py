@@ -178,10 +178,18 @@ def command_executable(command: str | None, environ: Mapping[str, str]) -> tuple
 
 
 def this_command() -> list[str]:
-    """The command that runs this installation of kijito-pull (absolute argv words)."""
-    from kijito_pull.harnesses.daemon.supervision import default_command
+    """The command that runs this installation of kijito-pull, as absolute argv words: the `kijito-pull`
+    script beside this interpreter first (the installation doing the install, also under pipx), else the
+    one on PATH, else `python -m kijito_pull` with this interpreter."""
+    import sys
 
-    return default_command()
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "kijito-pull")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    found = shutil.which("kijito-pull")
+    if found:
+        return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", "kijito_pull"]
 
 
 # -- JSON files that people also edit ---------------------------------------------------------------------
