@@ -29,7 +29,7 @@ from kijito_pull.doctor.config_checks import (
 )
 from kijito_pull.doctor.harness_checks import check_harnesses, harness_checks
 from kijito_pull.doctor.local_checks import check_cursors, check_leases, check_state_dir, check_stop_marker
-from kijito_pull.doctor.server_checks import check_persona, check_reachability
+from kijito_pull.doctor.server_checks import check_persona, check_reachability, refused_token
 from kijito_pull.harnesses import registry
 
 #: The checks that are not a harness's, in the order they run (docs/troubleshooting.md has a section for each).
@@ -59,6 +59,7 @@ def __getattr__(name: str) -> Any:
 
 
 def run_checks(ctx: Context) -> list[Finding]:
+    """Every check, in order (`check_ids`); `ctx` keeps what they resolved (e.g. `reachable`)."""
     findings: list[Finding] = []
 
     def add(result: Finding | Iterable[Finding]) -> None:
@@ -71,6 +72,9 @@ def run_checks(ctx: Context) -> list[Finding]:
     add(check_optin(ctx))
     resolve_persona(ctx)
     add(check_reachability(ctx))
+    if ctx.token_refused:  # the server answered and refused the token: the token finding says so
+        at = next(n for n, f in enumerate(findings) if f.check == "token")
+        findings[at] = refused_token(ctx, findings[at])
     add(check_persona(ctx))
     add(check_state_dir(ctx))
     add(guarded("cursors", check_cursors, ctx))

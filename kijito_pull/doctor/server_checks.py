@@ -28,7 +28,10 @@ def _client(ctx: Context) -> Any:
 
 
 def check_reachability(ctx: Context) -> Finding:
-    """Exactly one peek request (`GET /api/inbox?persona=P&mark_read=false&limit=1`): address, TLS and token."""
+    """Exactly one peek request (`GET /api/inbox?persona=P&mark_read=false&limit=1`): address, TLS and token.
+    `ctx.reachable` is True once the server accepted the token, False when the peek failed, None when it
+    was not sent; a rejected token (401) is the token's problem (`ctx.token_refused`: run_checks turns the
+    token finding into a FAIL), not the network's."""
     missing = [what for what, bad in (("token", ctx.token is None), ("valid API base", ctx.api_base is None),
                                       ("persona", ctx.persona is None)) if bad]
     if missing:
@@ -41,6 +44,7 @@ def check_reachability(ctx: Context) -> Finding:
     try:
         page = client.inbox(ctx.persona, limit=1)
     except ApiError as exc:
+        ctx.reachable = False
         return _unreachable(ctx, exc)
     finally:
         client.close()
@@ -51,14 +55,20 @@ def check_reachability(ctx: Context) -> Finding:
                                        f"{ctx.persona}'s inbox in {ms:.0f} ms ({newest}; nothing was marked read)")
 
 
+def refused_token(ctx: Context, token: Finding) -> Finding:
+    """The token finding once the server rejected the token (401): a FAIL, with what the token check found."""
+    return Finding("token", FAIL, f"{token.detail}; but {ctx.api_base} rejected it (401)",
+                   "check the token (is it for this API base? expired or revoked?); get a new one and put it "
+                   f"in ${config.TOKEN_ENV} or the token file")
+
+
 def _unreachable(ctx: Context, exc: Any) -> Finding:
     text = str(exc)
     status = getattr(exc, "status", None)
     where = ctx.api_base
     if status == 401:
-        return Finding("reachability", FAIL, f"{where} rejected the token (401)",
-                       "check the token (is it for this API base? expired or revoked?); get a new one and put it "
-                       f"in ${config.TOKEN_ENV} or the token file")
+        ctx.token_refused = True
+        return Finding("reachability", OK, f"{where} answered, but rejected the token (401): see the token finding")
     if status == 403:
         return Finding("reachability", FAIL, f"{where} refused the request (403): the API's firewall rejects "
                                              "some clients, or this token may not read this persona",
@@ -99,6 +109,9 @@ def check_persona(ctx: Context) -> Finding:
                            "use 1-128 letters, digits and . _ @ + -, starting with a letter or digit")
         return Finding("persona", WARN, "no persona to check (none given, no opted-in project, no $KIJITO_PERSONA)",
                        f"pass --persona NAME, run the doctor in an opted-in project, or set ${config.PERSONA_ENV}")
+    if ctx.token_refused:
+        return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}); not looked up: the server "
+                                        "rejected the token", "fix the token finding")
     if not ctx.reachable:
         return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}); not looked up: the server "
                                         "was not reachable", "fix the reachability finding")
