@@ -83,7 +83,8 @@ def test_install_doctor_stop_confirmed_from_the_transcript_and_byte_exact_uninst
     assert data["theme"] == "dark"
     commands = {event: [h["command"] for g in groups for h in g["hooks"]] for event, groups in data["hooks"].items()}
     assert commands == {"Stop": ["say done", f"{KIJITO_PULL} hook settingstoy-stop"],
-                        "SessionStart": [f"{KIJITO_PULL} hook settingstoy-session-start"]}
+                        "SessionStart": [f"{KIJITO_PULL} hook settingstoy-session-start"],
+                        "SessionEnd": [f"{KIJITO_PULL} hook settingstoy-session-end"]}
     assert run(machine, "install", "settingstoy", "--project")[1].startswith(
         "kijito-pull: settingstoy (project scope): already installed")
 
@@ -118,15 +119,21 @@ def test_install_doctor_stop_confirmed_from_the_transcript_and_byte_exact_uninst
     assert settings.read_bytes() == USERS_OWN
 
 
-def test_a_hand_over_the_transcript_never_shows_is_not_confirmed(sb, machine):
+def test_a_hand_over_the_transcript_never_shows_is_released_at_session_end(sb, machine):
     sent = sb.send("river", "loom", "shown to nobody")
     code, out, _err = hook(machine, "settingstoy-session-start", hook_event_name="SessionStart")
     assert "shown to nobody" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
     machine["transcript"].write_text(json.dumps({"type": "other", "text": "no marker here"}) + "\n")
-    hook(machine, "settingstoy-stop", hook_event_name="Stop")
     row = cursor(machine)
     assert row["cursor"] is None or row["cursor"] < sent
-    assert [p["ids"] for p in row["pending"]] == [[sent]]
+    assert [(p["holder"], p["ids"]) for p in row["pending"]] == [("settingstoy:toy-1", [sent])]
+    code, out, err = hook(machine, "settingstoy-session-end", hook_event_name="SessionEnd")
+    assert (code, out) == (0, "{}\n"), err
+    row = cursor(machine)
+    assert row["cursor"] is None or row["cursor"] < sent  # never shown, so never confirmed
+    assert [p["holder"] for p in row["pending"]] in ([], [None])  # unseen again: the next session gets it
+    code, out, err = hook(machine, "settingstoy-stop", session_id="toy-2", hook_event_name="Stop")
+    assert "shown to nobody" in json.loads(out)["reason"], err
 
 
 def test_the_project_folder_comes_from_the_harness_own_variable(sb, machine):

@@ -3,6 +3,9 @@
 from kijito_pull.harnesses import handover
 
 
-def run(inp, env) -> int:
-    start = inp.harness.hook(inp.hook).event == "SessionStart"
-    return handover.answer(inp, env, handover.session_start if start else handover.stop)
+def on_start(inp, env) -> int:
+    return handover.answer(inp, env, handover.session_start)
+
+
+def on_stop(inp, env) -> int:
+    return handover.answer(inp, env, handover.stop)
