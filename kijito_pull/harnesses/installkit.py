@@ -423,8 +423,9 @@ def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False) 
 
 
 def _remove_empty_dir(folder: Path) -> None:
-    """A harness folder (.codex, .claude, .pi) left empty by the removal of the only file in it."""
-    if folder.name in (".codex", ".claude", ".pi"):
+    """A harness's own dot-folder (.codex, .claude, .pi, ...) left empty by the removal of the only file in
+    it; any other folder (e.g. a $CODEX_HOME named otherwise) stays."""
+    if folder.name.startswith(".") and folder.name not in (".", ".."):
         try:
             folder.rmdir()
         except OSError:

@@ -52,6 +52,8 @@ class SettingsHooks:
         names = tuple(hooks) if hooks is not None else tuple(h.name for h in harness.hooks)
         #: settings event -> the hook of ours that answers it
         self.events = {h.event: h.name for h in harness.hooks if h.name in names}
+        if len(self.events) != len(names):
+            raise ValueError(f"harness {self.name!r}: each settings event takes one hook of ours (pass hooks=...)")
         self.timeout = timeout
         self.timeouts = dict(timeouts or {})
         self.optional = tuple(optional)

@@ -119,6 +119,15 @@ def test_install_doctor_stop_confirmed_from_the_transcript_and_byte_exact_uninst
     assert settings.read_bytes() == USERS_OWN
 
 
+def test_a_fresh_project_is_left_as_it_was(machine):
+    before = sorted(p.relative_to(machine["project"]) for p in machine["project"].rglob("*"))
+    assert run(machine, "install", "settingstoy", "--project")[0] == 0
+    assert (machine["project"] / ".settingstoy" / "settings.json").exists()
+    code, out, err = run(machine, "uninstall", "settingstoy", "--project")
+    assert (code, err) == (0, "") and "removed (it did not exist before the install)" in out
+    assert sorted(p.relative_to(machine["project"]) for p in machine["project"].rglob("*")) == before
+
+
 def test_a_hand_over_the_transcript_never_shows_is_released_at_session_end(sb, machine):
     sent = sb.send("river", "loom", "shown to nobody")
     code, out, _err = hook(machine, "settingstoy-session-start", hook_event_name="SessionStart")
@@ -148,3 +157,17 @@ def test_the_project_folder_comes_from_the_harness_own_variable(sb, machine):
                          env={"SETTINGSTOY_PROJECT_DIR": str(machine["project"])})
     assert code == 0, err
     assert "found through the variable" in json.loads(out)["reason"]
+
+
+def test_the_kit_refuses_two_hooks_on_one_event():
+    """Codex's watcher shares SessionStart with codex-session-start; it is no settings hook, so Codex names
+    the ones it installs. Left to the default, the kit would silently drop one."""
+    from kijito_pull.harnesses.codex import HARNESS as CODEX
+    from kijito_pull.harnesses.settingshooks import SettingsHooks
+
+    with pytest.raises(ValueError, match="each settings event takes one hook"):
+        SettingsHooks(CODEX, lambda scope, environ, project: project / "hooks.json")
+    kit = SettingsHooks(CODEX, lambda scope, environ, project: project / "hooks.json",
+                        hooks=("codex-session-start", "codex-stop", "codex-session-end"))
+    assert kit.events == {"SessionStart": "codex-session-start", "Stop": "codex-stop",
+                          "SessionEnd": "codex-session-end"}
