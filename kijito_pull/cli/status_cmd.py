@@ -17,8 +17,9 @@ from kijito_pull.core.state import CursorState, StateError, StateStore
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("status", help="show cursor, pin, lock and pending hand-overs of each cursor",
                             description="Show every cursor under the state directory (or only --persona's): "
-                                        "position, pin, lock holder, and the hand-overs to agent sessions not "
-                                        "yet confirmed (holder, since when, how many times handed over). "
+                                        "position, pin, lock holder, a damaged file read from its last good copy, "
+                                        "and the hand-overs to agent sessions not yet confirmed (holder, since "
+                                        "when, how many times handed over). "
                                         "Reads local files only.")
     parser.add_argument("--persona", action="append", metavar="NAME", help="only this persona; repeatable")
     parser.add_argument("--consumer", metavar="NAME", help="only this consumer")
@@ -42,7 +43,8 @@ def _describe(state_file: Path) -> dict[str, Any]:
         state = loaded.state
         assert state is not None
         row.update(status="pinned" if state.pin else "ok", cursor=state.cursor,
-                   delivered_above=len(state.delivered_above), pin=state.pin, pending=_pending(state))
+                   delivered_above=len(state.delivered_above), pin=state.pin, pending=_pending(state),
+                   restored=loaded.restored)  # why the file was damaged, when read from its last good copy
     holder = store.lock_holder()
     row["lock"] = "free" if holder is None else {"held_by_pid": holder or None}
     return row
@@ -99,6 +101,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
             continue
         pin = f"; PINNED since {row['pin']['since']}: {row['pin']['reason']}" if row["pin"] else ""
         pending = f"; {_pending_text(row['pending'])}" if row["pending"] else ""
+        restored = (f"; DAMAGED ({row['restored']}), restored from its last good copy (.prev); the next pull "
+                    "rewrites it") if row["restored"] else ""
         env.stdout.write(f"{head}: cursor {row['cursor']}, {row['delivered_above']} delivered above the cursor, "
-                         f"lock {lock}{pin}{pending}\n")
+                         f"lock {lock}{pin}{pending}{restored}\n")
     return ExitCode.OK

@@ -16,7 +16,8 @@ A Harness says:
   nothing to say ("" for Claude Code, "{}\\n" for Codex, which rejects empty output);
 - `mode`: how a session's mode (interactive | headless) is told from the hook's environment
   (`detect_mode`); `session_env`: the environment variable that names the session when the hook
-  input does not;
+  input does not; `project_env`: the one that names the project folder when the input has no `cwd`
+  (Claude Code's `CLAUDE_PROJECT_DIR`; None: the hook's own working directory);
 - `early`: the answers given inside the standard-library gate (e.g. a hook with nothing to do);
   each `Hook` names its `handler(inp, env) -> int`, the work it does (`runtime`: one function for
   every hook that names none);
@@ -133,13 +134,14 @@ class InstallRequest:
 class Harness:
     """One agent harness (see the module docstring for what each attribute means)."""
 
-    __slots__ = ("name", "title", "executable", "hooks", "nothing", "mode", "session_env", "early", "runtime",
-                 "confirmation", "holders", "installer", "install_help", "scopes", "project", "wiring_check",
-                 "checks")
+    __slots__ = ("name", "title", "executable", "hooks", "nothing", "mode", "session_env", "project_env", "early",
+                 "runtime", "confirmation", "holders", "installer", "install_help", "scopes", "project",
+                 "wiring_check", "checks")
 
     def __init__(self, name: str, title: str, *, installer: str, install_help: str,
                  executable: str | None = None, hooks: tuple[Hook, ...] = (), nothing: str = "",
-                 mode: str | None = None, session_env: str | None = None, early: str | None = None,
+                 mode: str | None = None, session_env: str | None = None, project_env: str | None = None,
+                 early: str | None = None,
                  runtime: str | None = None, confirmation: str | None = None,
                  holders: tuple[tuple[str, str], ...] = (),
                  scopes: tuple[str, ...] = (USER, PROJECT), project: str = FOLDER,
@@ -156,6 +158,7 @@ class Harness:
         self.nothing = nothing
         self.mode = mode
         self.session_env = session_env
+        self.project_env = project_env
         self.early = early
         self.runtime = runtime
         self.confirmation = confirmation

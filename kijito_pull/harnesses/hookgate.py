@@ -144,8 +144,10 @@ def parse_input(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
 # -- the project -------------------------------------------------------------------------------------------
 
 
-def _project_dir(data: dict[str, Any] | None, environ: Mapping[str, str], cwd: str) -> str:
-    for candidate in ((data or {}).get("cwd"), environ.get("CLAUDE_PROJECT_DIR"), cwd):
+def _project_dir(data: dict[str, Any] | None, environ: Mapping[str, str], cwd: str, project_env: str | None) -> str:
+    """The hook input's `cwd`, else the folder the harness's `project_env` names, else our own cwd."""
+    named = environ.get(project_env) if project_env else None
+    for candidate in ((data or {}).get("cwd"), named, cwd):
         if isinstance(candidate, str) and candidate and "\0" not in candidate and os.path.isdir(candidate):
             return candidate
     return cwd
@@ -194,7 +196,7 @@ def gate(harness: Harness, hook: Hook, stdin: Any, environ: Mapping[str, str], c
     raw, problem = read_input(stdin, title=harness.title)
     data, parse_problem = (None, None) if problem else parse_input(raw)
     problem = problem or parse_problem
-    where = _project_dir(data, environ, cwd)
+    where = _project_dir(data, environ, cwd, harness.project_env)
     if not may_be_opted_in(where):
         return 0, None
     from kijito_pull.harnesses.session import optin as optin_mod

@@ -30,6 +30,7 @@ HARNESS = Harness(
     nothing="",
     mode="kijito_pull.harnesses.claude.gate:detect_mode",
     session_env="CLAUDE_CODE_SESSION_ID",
+    project_env="CLAUDE_PROJECT_DIR",  # set by Claude Code for its hooks
     early="kijito_pull.harnesses.claude.gate:early",
     confirmation=TRANSCRIPT,
     holders=(("claude-push", "push-transcript"),),  # the pusher (claude/push.py), with its own transcript reader

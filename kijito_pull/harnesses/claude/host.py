@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping
 
 from kijito_pull.core.paths import Paths
+from kijito_pull.harnesses.claude import HARNESS
 from kijito_pull.harnesses.session import lifecycle
 
 WAKER_ENV = "KIJITO_PULL_CLAUDE_WAKER"
@@ -67,7 +68,7 @@ def has_feature(path: str, feature: bytes = FEATURE) -> bool | None:
 
 
 def _cache_path(environ: Mapping[str, str]) -> str:
-    return str(Paths(environ).claude_hosts_cache)
+    return str(Paths(environ).host_facts(HARNESS.name))
 
 
 def supports_rewake(path: str, environ: Mapping[str, str]) -> bool | None:
