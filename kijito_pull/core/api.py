@@ -88,7 +88,7 @@ class KijitoClient:
             params.append(("before_id", str(before_id)))
         if limit is not None:
             params.append(("limit", str(limit)))
-        return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id)
+        return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id, persona)
 
     def notify_pending(self, wait: int | None = None, cursor: str | None = None) -> NotifyResult:
         params: list[tuple[str, str]] = []

@@ -366,16 +366,17 @@ def test_the_lock_is_held_during_a_pull(store, factory):
     assert store.lock_holder() is None
 
 
-def test_an_empty_inbox_is_recorded_below_id_zero(store, factory):
-    """A new account's first message may carry id 0: an empty inbox must not baseline over it."""
+def test_an_empty_inbox_is_recorded_below_every_id(store, factory):
+    """An empty inbox must not baseline over a new account's first message (the lowest id the contract
+    accepts is 1; the empty cursor, -1, stays below it as it was when id 0 was believed)."""
     source = FakeInbox([])
     eng = engine(source, store, factory)
     pull_once(eng)
     assert saved(store).cursor == -1
-    source.add(0, 1)
+    source.add(1, 2)
     _, pending = pull_once(eng)
-    assert pending == [0, 1]
-    assert saved(store).cursor == 1
+    assert pending == [1, 2]
+    assert saved(store).cursor == 2
 
 
 def _count_syncs(monkeypatch) -> list[str]:
