@@ -882,10 +882,12 @@ def test_timeouts_passed_to_the_transport(client, mocked):
     mocked.get(NOTIFY, json={"result": []})
     client.inbox("p")
     client.notify_pending(wait=30)
-    assert mocked.calls[0].request.req_kwargs["timeout"] == (5.0, 5.0)
-    # a long poll is held by the server for `wait` seconds: the read timeout is wait + 10
-    connect, read = mocked.calls[1].request.req_kwargs["timeout"]
-    assert read == 40.0 and 0 < connect <= 10.0
+    # (connect, read, total): what is left of the call's 15 s deadline bounds the whole exchange
+    connect, read, total = mocked.calls[0].request.req_kwargs["timeout"]
+    assert (connect, read) == (5.0, 5.0) and 14.0 < total <= 15.0
+    # a long poll is held by the server for `wait` seconds: the read timeout is wait + 10, and so is its deadline
+    connect, read, total = mocked.calls[1].request.req_kwargs["timeout"]
+    assert read == 40.0 and 0 < connect <= 10.0 and 39.0 < total <= 40.0
 
 
 # -- a request sent again (a watch's notify hold and newest-page read on every wake) ------------------
