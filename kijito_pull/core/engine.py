@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.state import EMPTY_CURSOR, RECENT_LIMIT, CursorState, Loaded, StateStore, fingerprint
+from kijito_pull.core.state import EMPTY_CURSOR, RECENT_LIMIT, CursorState, Loaded, StateError, StateStore, fingerprint
 
 DEFAULT_MAX_REPLAY = 50
 DEFAULT_PAGE_BUDGET = 1000
@@ -394,6 +394,8 @@ class Engine:
     # -- planning ----------------------------------------------------------------------------------
 
     def _plan(self, loaded: Loaded, peek: bool, holder: Holder | None = None) -> Pull:
+        if loaded.refused is not None:
+            raise StateError(loaded.refused)  # before any request: nothing is handed over or acknowledged
         distrust = None
         try:
             newest = self.client.inbox(self.persona)

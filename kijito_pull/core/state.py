@@ -129,6 +129,9 @@ class Loaded:
     state: CursorState | None
     corrupt_reason: str | None = None
     restored: str | None = None
+    #: why the ack journal beside the state was not read (a FIFO, a link, not a regular file): a pull
+    #: refuses to go on (its facts could be missing); a reader (`status`) may show the state as it is
+    refused: str | None = None
 
     @property
     def absent(self) -> bool:
@@ -347,9 +350,11 @@ class StateStore:
         if state is None or state.cursor is None or self._generation is None:
             return loaded
         try:
-            fd = open_regular(self.journal, os.O_RDONLY, "the ack journal")  # StateError: a FIFO, a link
+            fd = open_regular(self.journal, os.O_RDONLY, "the ack journal")
         except FileNotFoundError:
             return loaded
+        except StateError as exc:  # never read through a link, never blocked on a FIFO
+            return dataclasses.replace(loaded, refused=str(exc))
         try:
             raw = os.read(fd, MAX_STATE_BYTES)
         except OSError:
