@@ -284,14 +284,15 @@ def _journal_symlink(w: World) -> None:
     w.journal.symlink_to(target)
 
 
-def _state_dir_links_to_a_file(w: World) -> None:
-    shutil.move(w.state_dir, w.tmp / "scratch" / "state-backup")
-    w.state_dir.symlink_to(w.outside / "precious.json")
+def _cursors_dir_links_to_a_file(w: World) -> None:
+    (w.tmp / "scratch").mkdir(exist_ok=True)
+    shutil.move(w.cursors, w.tmp / "scratch" / "cursors-backup")
+    w.cursors.symlink_to(w.outside / "precious.json")
 
 
-def _restore_state_dir(w: World) -> None:
-    w.state_dir.unlink()
-    shutil.move(w.tmp / "scratch" / "state-backup", w.state_dir)
+def _restore_cursors_dir_from_link(w: World) -> None:
+    w.cursors.unlink()
+    shutil.move(w.tmp / "scratch" / "cursors-backup", w.cursors)
 
 
 def _read_only_dir(mode: int) -> Callable[[World], None]:
@@ -340,7 +341,8 @@ DAMAGES = {
     # Issue 23, items 5 and 6: refused with one line, never opened through a link or blocked on.
     "ack journal is a fifo": Damage(_fifo(lambda w: w.journal), lambda w: w.journal.unlink(), subprocess=True),
     "ack journal is a symlink out of the state dir": Damage(_journal_symlink, lambda w: w.journal.unlink()),
-    "state dir is a symlink to a file": Damage(_state_dir_links_to_a_file, _restore_state_dir, subprocess=True),
+    "cursors dir is a symlink to a file": Damage(_cursors_dir_links_to_a_file, _restore_cursors_dir_from_link,
+                                                 subprocess=True),
     "cursors dir read-only (immutable, 0700)": Damage(_read_only_dir(0o700), _writable_dir),
     "cursors dir read-only (immutable, 0755)": Damage(_read_only_dir(0o755), _writable_dir),
 }
@@ -368,7 +370,7 @@ def test_damage_is_announced_fails_closed_and_loses_nothing(world, name, entry):
     # `status` reads the same files: it must describe the damage, not hang on it or crash.
     status = world.cli("status", "--json") if not damage.subprocess else world.status_subprocess()
     assert status.code == 0 and "Traceback" not in status.stderr, status.stderr
-    assert len(status.events) == (0 if name in ("cursors dir replaced by a file", "state dir is a symlink to a file")
+    assert len(status.events) == (0 if name in ("cursors dir replaced by a file", "cursors dir is a symlink to a file")
                                   else 1), status.stdout
 
     first = run()
