@@ -166,7 +166,7 @@ class Context:
 
     def store(self, persona: str) -> StateStore:
         s = self.settings
-        return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer),
+        return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer), root=s.paths.state_dir,
                           identity={"api_base": s.api_base, "persona": persona, "consumer": s.consumer})
 
     def engine(self, persona: str, **options: Any) -> Engine | receipts.ReadReceipts:
