@@ -7,6 +7,7 @@ import argparse
 from kijito_pull.cli import options
 from kijito_pull.cli.progress import WalkProgress
 from kijito_pull.context import Context
+from kijito_pull.core import directory
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.core.environment import Environment
@@ -83,4 +84,25 @@ def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environmen
         env.error(f"{persona}: {report.problem}; the cursor stays pinned and the gap will be retried "
                   f"(what was visible was delivered)")
         return ExitCode.SOURCE_FAILED
+    if not report.delivered and _never_delivered(engine):
+        _warn_if_case_variant(engine, env)
     return ExitCode.OK
+
+
+def _never_delivered(engine: Engine) -> bool:
+    """This cursor has never handed anything over: the one time a misspelt persona shows only as silence."""
+    state = engine.store.load().state
+    return state is None or state.cursor is None or state.cursor < 0
+
+
+def _warn_if_case_variant(engine: Engine, env: Environment) -> None:
+    """An empty inbox whose name the directory knows only in another case: say which name has the mail
+    (one `GET /api/personas`, made only while the cursor has delivered nothing)."""
+    try:
+        names = [p.persona for p in engine.client.personas()]
+    except ApiError:
+        return  # the directory is advisory here; the pull itself succeeded
+    found = directory.look_up(engine.persona, names)
+    clause = found.variant_clause()
+    if clause:
+        env.error(f"warning: {engine.persona} {clause}; use --persona {found.variants[0]}")
