@@ -256,7 +256,8 @@ def self_test(client: KijitoClient, personas: list[str], sink: Sink, factory: Ev
     for failure in failures:
         env.error(f"self-test: {failure}")
     if not failures:
-        env.stderr.write(f"kijito-pull: self-test passed ({len(personas)} personas, {client.api_base})\n")
+        noun = "persona" if len(personas) == 1 else "personas"
+        env.stderr.write(f"kijito-pull: self-test passed ({len(personas)} {noun}, {client.api_base})\n")
     return ExitCode.SOURCE_FAILED if failures else ExitCode.OK
 
 
