@@ -44,7 +44,8 @@ Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never ski
 
 EPILOG = """\
 exit codes: 0 success (with or without mail); 1 the source failed or mail could not be handed over
-(nothing is skipped; it is delivered next time); 2 usage or configuration error (no request was sent).
+(nothing is skipped; it is delivered next time); 2 usage or configuration error (no request was sent);
+130 interrupted (Ctrl-C).
 
 environment: KIJITOMON_TOKEN (token), KIJITO_BASE (API base), KIJITO_PERSONA (default persona),
 KIJITO_PULL_STATE_DIR (where cursors live).
@@ -139,13 +140,14 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     if getattr(args, "verbose", False):
         _log_requests_to(env)
     try:
+        kijito_pull.cli.early.restore_interrupts()  # start-up is over: Ctrl-C is a KeyboardInterrupt again
         return int(args.run(args, env))
     except ConfigError as exc:
         env.error(str(exc))
         return ExitCode.USAGE
     except KeyboardInterrupt:
         env.error("interrupted")
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.SOURCE_FAILED
 

@@ -3,6 +3,13 @@ Ctrl-C, run in-process and as real subprocesses against the sandbox."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
+from tests.clirunner import REPO
+
 TOKEN = "tok-FIRST-STEPS-8e21"
 
 
@@ -56,3 +63,42 @@ def test_the_self_test_counts_one_persona_in_the_singular(sb, cli):
     assert one.code == 0 and f"self-test passed (1 persona, {sb.url})" in one.stderr
     two = cli("watch", "--persona", "P", "--persona", "Q", "--self-test")
     assert f"self-test passed (2 personas, {sb.url})" in two.stderr
+
+
+# A Ctrl-C in the middle of the start-up imports, made exact: an import hook sends the process SIGINT
+# when the named module is about to be imported (main's own imports, then a command's, in build_parser).
+_INTERRUPT_AT = """\
+import os, signal, sys
+sys.argv = ["/opt/bin/kijito-pull", *sys.argv[2:]]
+class Trip:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Trip())
+from kijito_pull.cli.main import console
+sys.exit(console())
+"""
+
+
+@pytest.mark.parametrize("module,argv", [("kijito_pull.core.config", ["status"]),
+                                         ("kijito_pull.cli.status_cmd", ["status"]),
+                                         ("requests", ["--once", "--persona", "river"])])
+def test_ctrl_c_during_start_up_is_one_line_and_130_not_a_traceback(cli, module, argv):
+    environ = {**cli.environ, "PYTHONPATH": str(REPO)}
+    ran = subprocess.run([sys.executable, "-c", _INTERRUPT_AT.format(module=module), "-", *argv], env=environ,
+                         capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stderr, ran.stdout) == (130, "kijito-pull: interrupted\n", "")
+
+
+def test_once_the_command_runs_ctrl_c_is_a_keyboard_interrupt_again(cli):
+    """The start-up handler is only for start-up: a running command unwinds through its own handlers."""
+    script = ("import signal, sys\nsys.argv = ['/opt/bin/kijito-pull', 'status']\n"
+              "import kijito_pull.cli.main as m\n"
+              "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+              "m.main(['status'])\n"
+              "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
+    ran = subprocess.run([sys.executable, "-c", script], env={**cli.environ, "PYTHONPATH": str(REPO)},
+                         capture_output=True, text=True, timeout=60)
+    lines = ran.stdout.splitlines()
+    assert (lines[0], lines[-1]) == ("False", "True"), ran.stderr

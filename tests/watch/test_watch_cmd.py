@@ -363,7 +363,14 @@ def test_heartbeat_and_clean_signals(sb, cli, watches):
     sb.send(to="P", sender="Q", content="after hup")
     w.new("after hup")
     started = time.monotonic()
-    assert w.stop(signal.SIGINT) == 0 and time.monotonic() - started < 3
+    assert w.stop(signal.SIGINT) == 130 and time.monotonic() - started < 3  # Ctrl-C: 130, as documented
+    assert "kijito-pull: interrupted" in "".join(w.stderr_lines) and "Traceback" not in "".join(w.stderr_lines)
+
+
+def test_sigterm_is_a_clean_stop_with_status_0(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P")
+    w.wait_for(lambda e: e["event"] == "armed")
+    assert w.stop(signal.SIGTERM) == 0
 
 
 def test_stranded_mail_alarm_and_its_own_silencer(sb, cli, watches):
