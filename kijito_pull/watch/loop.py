@@ -280,7 +280,7 @@ class Watcher:
     # -- main loop ---------------------------------------------------------------------------------
 
     def arm(self) -> None:
-        """Start: learn the directory, take a count baseline, then the first pull of every persona."""
+        """Start: learn the directory, take a count baseline, then announce (`armed`) and pull every persona."""
         if self.opts.all_personas or self.opts.stranded_alerts:
             self.rediscover(announce=False)
         try:
@@ -292,9 +292,10 @@ class Watcher:
         except ApiError:
             pass  # counts unavailable: the notifier's first answer will say so
         for target in list(self.targets.values()):
-            self.pull(target)
+            # `armed` first, with the cursor it starts from: the backlog's `new` events follow it.
             self.emit("armed", target.name, cursor=self._cursor(target),
                       api_base=self.client.api_base, consumer=self.opts.consumer)
+            self.pull(target)
             if target.last_unread is None:
                 target.last_unread, target.last_urgent = 0, 0
 

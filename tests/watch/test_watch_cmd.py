@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.clirunner import Cli
+from tests.waiting import until
 from tests.watchrunner import WatchProc
 
 TOKEN = "watch-token-0b9d"
@@ -38,6 +39,18 @@ def notify_requests(sb):
     return [r for r in sb.requests if r["path"] == "/api/notify/pending"]
 
 
+def test_armed_comes_before_the_backlog_it_announces(sb, cli, watches):
+    waiting = [sb.send(to="P", sender="Q", content=f"backlog {i}") for i in range(2)]
+    w = start(watches, cli, "--persona", "P")
+    w.new("backlog 1")
+    assert [(e["event"], e.get("id")) for e in w.events[:3]] == [("armed", None), ("new", waiting[0]),
+                                                                 ("new", waiting[1])]
+    assert w.events[0]["cursor"] is None  # first contact: it starts from no cursor
+    w.stop()
+    again = start(watches, cli, "--persona", "P")
+    assert again.wait_for(lambda e: e["event"] == "armed")["cursor"] == waiting[1]
+
+
 def test_a_message_sent_during_a_held_long_poll_produces_its_event(sb, cli, watches):
     early = sb.send(to="P", sender="Q", content="waiting before start")
     w = start(watches, cli, "--persona", "P")
@@ -56,6 +69,7 @@ def test_a_message_sent_during_a_held_long_poll_produces_its_event(sb, cli, watc
 def test_idle_watch_sends_only_long_polls(sb, cli, watches):
     w = start(watches, cli, "--persona", "A", "--persona", "B", "--persona", "C")
     w.wait_for(lambda e: e["event"] == "armed" and e["persona"] == "C")
+    assert until(lambda: any(r["query"].get("wait") for r in notify_requests(sb)))  # armed, pulled, long-polling
     sb.clear_requests()
     mid = sb.send(to="B", sender="Q", content="only B has mail")
     w.new("only B has mail")
@@ -303,6 +317,7 @@ def test_per_persona_events_files(sb, cli, watches, tmp_path):
 def test_format_line_is_for_people(sb, cli, watches):
     sb.send(to="P", sender="river", content="\x1b[2Jhello\nworld")
     w = start(watches, cli, "--persona", "P", "--format", "line")
+    assert "armed" in w.lines.get(timeout=10)
     line = w.lines.get(timeout=10)
     assert "river" in line and "hello" in line and "\x1b" not in line and line.count("\n") == 1
 
