@@ -240,3 +240,18 @@ def test_the_token_precedence_the_docs_state_is_the_one_the_code_applies(tmp_pat
     assert order(sentence.split("Precedence:")[1]) == applied, sentence
     for text in (configuration, troubleshooting):
         assert "token file wins over the" not in text and "configured token file wins" not in text
+
+
+def test_the_readme_says_how_to_run_the_command_the_two_commands_installed():
+    """After `dev.py demo` / `dev.py test`, `kijito-pull` is in .venv/bin only: the README says so, and that
+    console script (this test runs in the venv dev.py makes) is really there and runs."""
+    import subprocess
+    import sys
+
+    readme = (REPO / "README.md").read_text()
+    try_it = readme.split("## Try it", 1)[1].split("\n## ", 1)[0]
+    assert ".venv/bin/kijito-pull --help" in try_it and "source .venv/bin/activate" in try_it
+    assert "not put `kijito-pull` on your `PATH`" in try_it
+    script = Path(sys.prefix) / "bin" / "kijito-pull"
+    ran = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stdout.startswith("kijito-pull "), ran.stderr
