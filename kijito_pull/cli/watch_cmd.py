@@ -205,7 +205,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         rediscover_every=args.rediscover_every, all_personas=all_personas, alert_after=args.alert_after,
         heartbeat=args.heartbeat, stranded_alerts=not args.no_stranded_alerts,
         urgent_alerts=not args.no_urgent_alerts, urgent_after=args.urgent_after,
-        content_chars=None if args.no_content else args.content_chars, no_content=args.no_content)
+        content_chars=None if args.no_content else args.content_chars, no_content=args.no_content,
+        cursors_dir=settings.paths.cursors_dir)
     watcher = Watcher(client=client, notify_client=notify_client, make_engine=make_engine, sink=sink,
                       factory=factory, options=watch_options, personas=personas, stop=stop, loop=loop,
                       errors=env.stderr)

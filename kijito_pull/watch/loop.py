@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, Callable
 
 from kijito_pull.core.api import KijitoClient
@@ -21,7 +22,7 @@ from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import CLOSED, PULL_NOW, Sink
 from kijito_pull.core.state import LockTimeout, StateError
-from kijito_pull.watch import alarms
+from kijito_pull.watch import alarms, readers
 from kijito_pull.watch.longpoll import Counts, LongPoll, Notifier, NotifyFailed
 
 ACCOUNT = "*"  # the persona field of account-wide signals
@@ -46,6 +47,9 @@ class WatchOptions:
     content_chars: int | None = 220
     no_content: bool = False
     min_spacing: float = 0.5
+    #: where every consumer's cursor files live: mail at or below one of them was delivered, so it is not
+    #: stranded whatever the server's unread flags say (None: no such evidence is looked for)
+    cursors_dir: Path | None = None
 
 
 @dataclass
@@ -92,6 +96,7 @@ class Watcher:
         self.stranded = alarms.SetAlarm("unread mail no persona will read (stranded)", "stranded_inboxes")
         self.urgent = alarms.SetAlarm("urgent mail unanswered", "urgent_inboxes")
         self.urgent_since: dict[str, float] = {}
+        self.newest_unread: dict[str, tuple[int, int | None]] = {}  # persona -> (its unread count, newest unread id)
         self.last_counts: dict = {}
         self.directory: dict[str, int | None] = {}
         self.next_heartbeat = None if not options.heartbeat else clock() + options.heartbeat
@@ -238,7 +243,9 @@ class Watcher:
         explicit = {t.name for t in self.targets.values() if t.explicit}
         unread = {p: c.unread for p, c in counts.items() if p not in explicit}
         if self.opts.stranded_alerts and self.directory:
-            names, detail = alarms.stranded(unread, self.directory)
+            candidates, _ = alarms.stranded(unread, self.directory)
+            delivered = {p for p in candidates if self._delivered(p, unread[p])}
+            names, detail = alarms.stranded({p: n for p, n in unread.items() if p not in delivered}, self.directory)
             self._raise(ACCOUNT, self.stranded.update(names, detail))
         if self.opts.urgent_alerts:
             now = self.clock()
@@ -246,6 +253,22 @@ class Watcher:
             self.urgent_since = {p: self.urgent_since.get(p, now) for p in urgent_now}
             overdue = {p for p, since in self.urgent_since.items() if now - since >= self.opts.urgent_after}
             self._raise(ACCOUNT, self.urgent.update(overdue, f" (unread for over {self.opts.urgent_after:g} s)"))
+
+    def _delivered(self, persona: str, unread: int) -> bool:
+        """Was every unread message this inbox shows delivered by some local consumer? (The server's unread
+        flags never change under peeks.) One peek of its newest page per change of its unread count."""
+        if self.opts.cursors_dir is None:
+            return False
+        known = self.newest_unread.get(persona)
+        if known is None or known[0] != unread:
+            try:
+                page = self.client.inbox(persona)
+            except ApiError:
+                return False  # no evidence: the alarm stands
+            ids = [m.id for m in page.messages if not m.read]
+            known = self.newest_unread[persona] = (unread, max(ids) if ids else None)
+        through = readers.delivered_through(self.opts.cursors_dir, self.client.api_base, persona)
+        return known[1] is not None and through is not None and through >= known[1]
 
     # -- timers ------------------------------------------------------------------------------------
 

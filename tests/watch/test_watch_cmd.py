@@ -404,6 +404,24 @@ def test_stranded_mail_alarm_and_its_own_silencer(sb, cli, watches):
     assert not [e for e in silenced.events if e["event"] == "alert" and "stranded" in e["reason"]]
 
 
+def test_mail_that_consumers_already_delivered_is_not_called_stranded(sb, cli, watches):
+    sb.add_persona("Loom", memory_count=3)
+    sb.add_persona("river", memory_count=1)
+    sb.send(to="loom", sender="river", content="delivered twice")
+    assert cli("--once", "--json", "--persona", "loom").new_ids  # two consumers took it; the server's
+    assert cli("--once", "--json", "--persona", "loom", "--consumer", "script").new_ids  # unread flag stays
+    w = start(watches, cli, "--persona", "river", "--wait", "1")
+    w.wait_for(lambda e: e["event"] == "armed")
+    assert until(lambda: len(notify_requests(sb)) >= 4)  # several answers judged, loom's unread count among them
+    assert not [e for e in w.events if e["event"] == "alert" and "stranded" in e["reason"]]
+    sb.send(to="loom", sender="river", content="nobody took this one")
+    alert = w.wait_for(lambda e: e["event"] == "alert" and "stranded" in e["reason"], timeout=8)
+    assert alert["stranded_inboxes"] == ["loom"]
+    assert cli("--once", "--json", "--persona", "loom", "--consumer", "script").new_ids  # now someone took it
+    recovered = w.wait_for(lambda e: e["event"] == "recovered" and "stranded" in e["reason"], timeout=8)
+    assert recovered["stranded_inboxes"] == []
+
+
 def test_self_test_passes_and_fails_honestly(sb, cli, tmp_path):
     ok = cli.run("watch", "--persona", "P", "--self-test")
     assert ok.code == 0, ok.stderr
