@@ -102,3 +102,15 @@ def test_once_the_command_runs_ctrl_c_is_a_keyboard_interrupt_again(cli):
                          capture_output=True, text=True, timeout=60)
     lines = ran.stdout.splitlines()
     assert (lines[0], lines[-1]) == ("False", "True"), ran.stderr
+
+
+def test_once_says_when_urgent_mail_is_among_what_it_shows(sb, cli):
+    sb.send(to="river", sender="loom", content="fyi")
+    sb.send(to="river", sender="loom", content="build is red", urgent=True)
+    shown = cli("--once", "--persona", "river")
+    assert shown.stdout.splitlines()[1] == ("Urgent mail is among these messages: a sender marked one of the 2 "
+                                            "urgent (the server does not say which).")
+    sb.send(to="river", sender="loom", content="calm again")  # the old urgent one still counts as unread
+    calm = cli("--once", "--persona", "river")
+    assert "urgent" not in calm.stdout.lower() and "calm again" in calm.stdout
+    assert cli("--once", "--persona", "river").stdout == "No new mail for river.\n"
