@@ -48,3 +48,40 @@ def note(count: int, total: int) -> str:
     some = "one" if count == 1 else str(count)
     return (f"Urgent mail is among these messages: a sender marked {some} of the {total} urgent "
             f"(the server does not say which).")
+
+
+class Arrivals:
+    """Urgent mail announced by a count's `rise`, tied to the pull that finds it.
+
+    A rise says how many urgent messages arrived, not which: `arrived` records it, and `found` (given
+    the unseen mail of the persona's next pull that finds any) bounds them by that pull's newest id.
+    From then on every unseen message at or below the bound counts as `marked` (the urgent ones are
+    among them, and the older ones waited longer still), and `note` says so in the hand-over."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, int] = {}
+        self._bound: dict[str, tuple[int, int]] = {}  # persona -> (newest id the urgent mail is at or below, count)
+
+    def arrived(self, persona: str, count: int) -> None:
+        if count > 0:
+            self._waiting[persona] = self._waiting.get(persona, 0) + count
+
+    def found(self, persona: str, messages: Sequence[Message]) -> None:
+        count = self._waiting.get(persona, 0)
+        if count and messages:  # a pull that found nothing (a lagging replica) keeps it for the next one
+            del self._waiting[persona]
+            newest = max(m.id for m in messages)
+            before = self._bound.get(persona, (newest, 0))
+            self._bound[persona] = (max(newest, before[0]), count + before[1])
+
+    def marked(self, persona: str, message: Message) -> bool:
+        bound = self._bound.get(persona)
+        return bool(message.urgent) or (bound is not None and message.id <= bound[0])
+
+    def note(self, persona: str, messages: Sequence[Message]) -> str:
+        """The hand-over's sentence about urgent mail among `messages` ("" when none is known)."""
+        bound = self._bound.get(persona)
+        flagged = sum(1 for m in messages if m.urgent)
+        inside = sum(1 for m in messages if bound is not None and m.id <= bound[0])
+        count = max(flagged, min(inside, bound[1]) if bound else 0)
+        return note(count, len(messages))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
 
+from kijito_pull.core import urgency
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import Engine
@@ -209,6 +210,7 @@ class Watcher:
             urgent = (row.unread_urgent or 0) if row else 0
             # No earlier count (just adopted, or counts were unavailable): read it, we cannot tell a rise.
             rose = target.last_unread is None or unread > target.last_unread or urgent > (target.last_urgent or 0)
+            self.sink.urgent_arrived(target.name, urgency.rise(target.last_urgent, urgent))
             target.last_unread, target.last_urgent = unread, urgent
             if rose:
                 due.append(target)

@@ -38,3 +38,17 @@ def test_note_says_which_share_of_the_hand_over_is_urgent():
     assert urgency.note(2, 2) == "A sender marked all 2 of these messages urgent."
     assert urgency.note(1, 3) == ("Urgent mail is among these messages: a sender marked one of the 3 urgent "
                                   "(the server does not say which).")
+
+
+def test_arrivals_mark_the_pull_that_finds_the_urgent_mail_and_nothing_after():
+    marks = urgency.Arrivals()
+    old, new, later = msgs(3)
+    assert not marks.marked("river", old)
+    marks.arrived("river", 1)
+    marks.found("river", [])  # a read that found nothing yet (a lagging replica): kept for the next
+    marks.found("river", [old, new])
+    assert marks.marked("river", old) and marks.marked("river", new)
+    assert not marks.marked("river", later) and not marks.marked("loom", old)
+    assert marks.note("river", [old, new]) == ("Urgent mail is among these messages: a sender marked one of "
+                                               "the 2 urgent (the server does not say which).")
+    assert marks.note("river", [later]) == ""
