@@ -3,12 +3,16 @@ Ctrl-C, run in-process and as real subprocesses against the sandbox."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from tests.clirunner import REPO
+from tests.waiting import until
 
 TOKEN = "tok-FIRST-STEPS-8e21"
 
@@ -114,3 +118,29 @@ def test_once_says_when_urgent_mail_is_among_what_it_shows(sb, cli):
     calm = cli("--once", "--persona", "river")
     assert "urgent" not in calm.stdout.lower() and "calm again" in calm.stdout
     assert cli("--once", "--persona", "river").stdout == "No new mail for river.\n"
+
+
+def test_status_names_the_process_that_holds_a_lock_its_locker_left_to_a_child(sb, cli, tmp_path):
+    """An flock belongs to the open file: a child that inherited it holds it after the pid written in the
+    lock file exited. status names the live holder, not the dead pid."""
+    sb.send(to="P", sender="Q", content="x")
+    assert cli("--once", "--persona", "P").code == 0
+    [state_file] = cli.state_files()
+    lock = state_file.with_suffix(".lock")
+    locker = ("import fcntl, os, subprocess, sys\n"
+              "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+              "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+              "os.ftruncate(fd, 0); os.write(fd, str(os.getpid()).encode())\n"
+              "child = subprocess.Popen(['sleep', '60'], pass_fds=(fd,), stdin=subprocess.DEVNULL,\n"
+              "                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+              "print(os.getpid(), child.pid, flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", locker, str(lock)], stdout=subprocess.PIPE, text=True)
+    parent, child = map(int, proc.stdout.readline().split())
+    proc.wait(10)
+    try:
+        [row] = [json.loads(line) for line in cli("status", "--json").stdout.splitlines()]
+        assert row["lock"] == {"held_by_pid": child, "holder": f"pid {child} (inherited; pid {parent} exited)"}
+        assert f"lock held by pid {child} (inherited; pid {parent} exited)" in cli("status").stdout
+    finally:
+        os.kill(child, signal.SIGKILL)
+    assert until(lambda: json.loads(cli("status", "--json").stdout)["lock"] == "free")
