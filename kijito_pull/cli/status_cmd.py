@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.cli import options
+from kijito_pull.core import lockholder
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
@@ -45,8 +46,12 @@ def _describe(state_file: Path) -> dict[str, Any]:
         row.update(status="pinned" if state.pin else "ok", cursor=state.cursor,
                    delivered_above=len(state.delivered_above), pin=state.pin, pending=_pending(state),
                    restored=loaded.restored)  # why the file was damaged, when read from its last good copy
-    holder = store.lock_holder()
-    row["lock"] = "free" if holder is None else {"held_by_pid": holder or None}
+    written = store.lock_holder()
+    if written is None:
+        row["lock"] = "free"
+    else:  # the pid the locker wrote may have exited, leaving the lock to a child that inherited it
+        held = lockholder.holder(store.lock_path, written)
+        row["lock"] = {"held_by_pid": held.pid, "holder": held.describe()}
     return row
 
 
@@ -94,7 +99,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         if row["status"] == "corrupt" and "persona" not in row:
             env.stdout.write(f"{row['file']}: corrupt ({row['reason']})\n")
             continue
-        lock = row["lock"] if row["lock"] == "free" else f"held by pid {row['lock']['held_by_pid'] or '?'}"
+        lock = row["lock"] if row["lock"] == "free" else f"held by {row['lock']['holder']}"
         head = f"{row['persona']} / {row['consumer']} @ {row['api_base']}"
         if row["status"] == "corrupt":
             env.stdout.write(f"{head}: corrupt ({row['reason']}); lock {lock}\n")

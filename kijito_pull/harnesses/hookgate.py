@@ -313,7 +313,7 @@ def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: M
 # -- the console entry's early dispatch --------------------------------------------------------------------
 
 
-def _is_console(argv0: str) -> bool:
+def is_console(argv0: str) -> bool:
     prog = argv0.replace("\\", "/")
     return os.path.basename(prog) in ("kijito-pull", "kijito-pull.exe") or prog.endswith("kijito_pull/__main__.py")
 
@@ -323,7 +323,7 @@ def early_gate(argv: list[str] | None = None) -> None:
     commands (a project that has not opted in never gets past the standard library; one that has
     skips argparse and the unrelated commands). Does nothing for any other command line."""
     argv = sys.argv if argv is None else argv
-    if len(argv) != 3 or argv[1] != "hook" or not _is_console(argv[0]):
+    if len(argv) != 3 or argv[1] != "hook" or not is_console(argv[0]):
         return
     from kijito_pull.harnesses import registry
 

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from kijito_pull.core import config, process, render
+from kijito_pull.core import config, process, render, urgency
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
@@ -388,6 +388,7 @@ class Waker:
         failures = 0
         quiet = 0
         last_unread: int | None = None
+        last_urgent: int | None = None
         while not self._stop.is_set():
             if self.pusher is not None:
                 due = self._check_pushes() or due
@@ -396,6 +397,8 @@ class Waker:
             if due:
                 try:
                     pending = self.peek()
+                    if self.pusher is not None:
+                        self.pusher.urgent.found(self.persona, pending)  # the mail an urgent rise announced
                     if self.pusher is not None and any(self.pusher.wanted(m) for m in pending):
                         self._doubt()
                         self.pusher.push()
@@ -429,8 +432,12 @@ class Waker:
                 counts = protocol.on_success(self.notify_client.notify_pending(wait=wait, cursor=cursor))
                 row = next((c for c in counts.result.counts if c.persona == self.persona), None)
                 unread = row.unread if row else 0
-                rose = last_unread is not None and unread > last_unread
-                last_unread = unread
+                urgent = (row.unread_urgent or 0) if row else 0
+                arrived = urgency.rise(last_urgent, urgent)
+                if self.pusher is not None:
+                    self.pusher.urgent.arrived(self.persona, arrived)
+                rose = (last_unread is not None and unread > last_unread) or arrived > 0
+                last_unread, last_urgent = unread, urgent
                 quiet += 1
                 if counts.advanced or rose or quiet >= WAKER_RESYNC:
                     due, quiet = True, 0
