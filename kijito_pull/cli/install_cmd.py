@@ -32,6 +32,8 @@ kijito-pull's own entries are added; `kijito-pull uninstall ...` undoes it.
   kijito-pull install claude --user      ... for every project of yours (the default scope)
   kijito-pull install pi --user          the pi extension, as a pi package (pi install)
   kijito-pull install codex --project    SessionStart and Stop hooks in .codex/hooks.json
+  kijito-pull install gemini --user --trust
+                                         hooks in ~/.gemini/settings.json, this folder trusted
   kijito-pull install daemon --persona river
                                          `kijito-pull watch` as a systemd user unit (launchd on macOS)
   kijito-pull install claude --dry-run   print the commands and the diff, change nothing
@@ -44,6 +46,7 @@ only those entries are removed, and the file as it was is kept in a timestamped 
   kijito-pull uninstall claude --project
   kijito-pull uninstall pi --user
   kijito-pull uninstall codex --project --dry-run
+  kijito-pull uninstall gemini --user
   kijito-pull uninstall daemon --persona river
 """,
 }

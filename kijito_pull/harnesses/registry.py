@@ -23,6 +23,7 @@ HARNESSES = {
     "claude": "kijito_pull.harnesses.claude",
     "pi": "kijito_pull.harnesses.pi",
     "codex": "kijito_pull.harnesses.codex",
+    "gemini": "kijito_pull.harnesses.gemini",
     "daemon": "kijito_pull.harnesses.daemon",
 }
 

@@ -4,8 +4,11 @@ Answers, on 127.0.0.1 (random port unless one is given):
 
 - ``POST /v1/messages``               Anthropic Messages API, SSE when ``"stream": true``, else JSON
 - ``POST /v1/messages/count_tokens``  ``{"input_tokens": N}``
-- ``POST /v1/chat/completions``       OpenAI-style, SSE when ``"stream": true``, else JSON
+- ``POST /v1/chat/completions``       OpenAI-style, SSE when ``"stream": true``, else JSON (Copilot CLI with
+                                      ``COPILOT_PROVIDER_BASE_URL``, OpenCode's openai-compatible provider)
 - ``POST /v1/responses``              OpenAI Responses API (Codex's ``wire_api = "responses"``), SSE
+- ``POST /v1beta/models/M:streamGenerateContent``  Gemini API (Gemini CLI), SSE (one event per answer)
+- ``POST /v1beta/models/M:generateContent``        Gemini API, JSON (Gemini CLI's side requests)
 - anything else (any method, including Claude Code's ``HEAD /`` preflight): ``200 {}``
 
 A reply is a short assistant text (``"ok"`` by default) ending the turn (``end_turn`` / ``stop``),
@@ -36,7 +39,7 @@ from typing import Any, Union
 
 __all__ = ["FakeModel", "ToolUse", "text_of", "tool_results", "MODEL_PATHS"]
 
-MODEL_PATHS = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
+MODEL_PATHS = ("/v1/messages", "/v1/chat/completions", "/v1/responses", ":streamGenerateContent", ":generateContent")
 
 # Keys whose string values are metadata, not text the model reads.
 _NON_TEXT_KEYS = frozenset({"type", "id", "tool_use_id", "role", "cache_control", "signature", "media_type", "model"})
@@ -87,14 +90,14 @@ def text_of(request: dict) -> str:
     """All text the model would read in ``request``, flattened and newline-joined.
 
     Covers the system prompt (string or blocks), every message's content (strings, text blocks,
-    tool_use inputs, tool_result contents) for both the Anthropic and the OpenAI shapes. Tool
+    tool_use inputs, tool_result contents) for the Anthropic, OpenAI and Gemini shapes. Tool
     *definitions* are left out: they are the harness's, not the conversation's.
     """
     body = request.get("body")
     if not isinstance(body, dict):
         return ""
     out: list[str] = []
-    for key in ("system", "instructions", "messages", "input", "prompt"):
+    for key in ("system", "instructions", "messages", "input", "prompt", "systemInstruction", "contents"):
         if key in body:
             _strings(body[key], out)
     return "\n".join(out)
@@ -195,6 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._openai(request)
         elif self.command == "POST" and path.endswith("/responses"):
             self._responses(request)
+        elif self.command == "POST" and path.endswith((":streamGenerateContent", ":generateContent")):
+            self._gemini(request, stream=path.endswith(":streamGenerateContent"))
         else:
             self._json({}, head_only=head_only)
 
@@ -341,6 +346,26 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, sse.encode(), "text/event-stream; charset=utf-8")
 
 
+    # -- Gemini API (Gemini CLI) ------------------------------------------------------------------
+    def _gemini(self, request: dict, *, stream: bool) -> None:
+        """One candidate with the answer's text, finished (``STOP``), with usage: one SSE event when
+        streaming (``?alt=sse``), else the same object as JSON."""
+        answer = self.server.model._reply_for(request)
+        text = answer.text if isinstance(answer, ToolUse) else str(answer)
+        prompt_tokens = max(1, len(text_of(request)) // 4)
+        out_tokens = max(1, len(text) // 4)
+        obj = {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP",
+                            "index": 0}],
+            "usageMetadata": {"promptTokenCount": prompt_tokens, "candidatesTokenCount": out_tokens,
+                              "totalTokenCount": prompt_tokens + out_tokens},
+        }
+        if not stream:
+            self._json(obj)
+            return
+        self._send(200, f"data: {json.dumps(obj)}\n\n".encode(), "text/event-stream; charset=utf-8")
+
+
 class FakeModel:
     """The fake model server. ``start()`` it (or use it as a context manager), point a harness at
     ``url``, then inspect ``requests``.
@@ -439,7 +464,8 @@ class FakeModel:
 
     @property
     def model_requests(self) -> list[dict]:
-        """Only the requests that asked for a completion (``/v1/messages``, chat completions)."""
+        """Only the requests that asked for a completion (``/v1/messages``, chat completions, responses,
+        Gemini's ``generateContent``)."""
         return [r for r in self.requests if r["method"] == "POST" and r["path"].endswith(MODEL_PATHS)]
 
     def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 10.0, start: int = 0) -> dict | None:

@@ -76,6 +76,25 @@ def test_fake_model_answers_every_shape(tmp_path: Path) -> None:
     assert len(log.read_text().splitlines()) == 7
 
 
+def test_fake_model_speaks_gemini(tmp_path: Path) -> None:
+    """Gemini CLI's two routes: the streamed answer (one SSE event) and the plain JSON side request; the
+    text of `systemInstruction` and `contents` is what `text_of` reads."""
+    answers = iter(["first", "second"])
+    with FakeModel(lambda request: next(answers)) as fm:
+        body = {"systemInstruction": {"role": "user", "parts": [{"text": "SYS-G"}]},
+                "contents": [{"role": "user", "parts": [{"text": "<hook_context>kijito-ref:g1</hook_context>"}]}]}
+        status, text = _call(fm, "POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", body)
+        assert status == 200 and text.startswith("data: ") and text.endswith("\n\n")
+        event = json.loads(text[len("data: "):])
+        assert event["candidates"][0]["content"]["parts"] == [{"text": "first"}]
+        assert event["candidates"][0]["finishReason"] == "STOP" and event["usageMetadata"]["totalTokenCount"] > 0
+        status, text = _call(fm, "POST", "/v1beta/models/gemini-3.5-flash-lite:generateContent", {"contents": []})
+        assert json.loads(text)["candidates"][0]["content"]["parts"] == [{"text": "second"}]
+        found = fm.wait_for_text("kijito-ref:g1", timeout=1)
+        assert found is not None and found["full_path"].endswith("?alt=sse") and "SYS-G" in fm.text_of(found)
+        assert len(fm.model_requests) == 2
+
+
 def test_require_harness_skips_or_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KIJITO_PULL_HARNESS_DIR", str(tmp_path / "nothing-here"))
     monkeypatch.delenv(h.REQUIRE_ENV, raising=False)
