@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kijito_pull.core import config
+from kijito_pull.core import config, receipts
 from kijito_pull.core.api import DEFAULT_TIMEOUT, KijitoClient
 from kijito_pull.core.engine import DEFAULT_MAX_ATTEMPTS, REPLAY, RESET_POLICIES, Engine
 from kijito_pull.core.events import EventFactory
@@ -39,6 +39,7 @@ class Flags:
     timeout: float | None = None
     on_reset: str | None = None
     max_attempts: int | None = None
+    mark_read: bool | None = None
 
 
 class Settings:
@@ -109,6 +110,22 @@ class Settings:
             raise config.ConfigError(f"max_attempts must be a whole number from 0 to 1000, not {str(value)[:20]!r}")
         return value
 
+    @functools.cached_property
+    def mark_read(self) -> bool:
+        """Mark confirmed mail read on the server (--mark-read, else $KIJITO_PULL_MARK_READ, else the config
+        file's mark_read, else off): core/receipts.py."""
+        if self.flags.mark_read is not None:
+            return self.flags.mark_read
+        raw = self.environ.get(receipts.ENV, "").strip().lower()
+        if raw:
+            if raw not in ("1", "true", "yes", "0", "false", "no"):
+                raise config.ConfigError(f"${receipts.ENV} must be 1/true/yes or 0/false/no, not {raw[:20]!r}")
+            return raw in ("1", "true", "yes")
+        value = self.file.get("mark_read", False)
+        if not isinstance(value, bool):
+            raise config.ConfigError(f"mark_read must be true or false, not {str(value)[:20]!r}")
+        return value
+
     @property
     def timeout(self) -> float:
         return self.flags.timeout or DEFAULT_TIMEOUT
@@ -149,16 +166,17 @@ class Context:
 
     def store(self, persona: str) -> StateStore:
         s = self.settings
-        return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer),
+        return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer), root=s.paths.state_dir,
                           identity={"api_base": s.api_base, "persona": persona, "consumer": s.consumer})
 
-    def engine(self, persona: str, **options: Any) -> Engine:
+    def engine(self, persona: str, **options: Any) -> Engine | receipts.ReadReceipts:
         """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...)."""
         config.validate_persona(persona)
         options.setdefault("on_reset", self.settings.on_reset)
         options.setdefault("max_attempts", self.settings.max_attempts)
-        return Engine(self.client, self.store(persona), self.factory, persona=persona,
-                      consumer=self.settings.consumer, **options)
+        engine = Engine(self.client, self.store(persona), self.factory, persona=persona,
+                        consumer=self.settings.consumer, **options)
+        return receipts.ReadReceipts(engine, self.client) if self.settings.mark_read else engine
 
     def close(self) -> None:
         for client in self._clients:

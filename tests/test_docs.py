@@ -212,3 +212,46 @@ def test_checker_reads_nested_actions_and_skips_the_old_tool():
                      ["--once", "--quiet", ">>", "log"]]
     assert all(not problems(words) for words in found)
     assert problems(["session", "stop", "--all"])  # --all belongs to `session status` only
+
+
+def test_the_token_precedence_the_docs_state_is_the_one_the_code_applies(tmp_path):
+    """configuration.md and troubleshooting.md list the token's sources in the order resolve_token uses."""
+    from kijito_pull.core.config import resolve_token
+
+    flag_file, config_file = tmp_path / "flag", tmp_path / "config"
+    for path, text in ((flag_file, "from-flag"), (config_file, "from-config")):
+        path.write_text(text)
+        path.chmod(0o600)
+    env = {"KIJITOMON_TOKEN": "from-env"}
+    sources = {"from-flag": "--token-file", "from-env": "$KIJITOMON_TOKEN", "from-config": "token_file"}
+    # The order the code applies, found by offering it every pair of sources.
+    applied = [sources[resolve_token(str(flag_file), env, str(config_file))],
+               sources[resolve_token(None, env, str(config_file))], sources[resolve_token(None, {}, str(config_file))]]
+    assert len(set(applied)) == 3
+
+    def order(text: str) -> list[str]:
+        return sorted(sources.values(), key=lambda name: text.index(f"`{name}`"))
+
+    configuration = (REPO / "docs" / "configuration.md").read_text()
+    row = next(line for line in configuration.splitlines() if line.startswith("| token |"))
+    assert order(row) == applied, row
+    troubleshooting = (REPO / "docs" / "troubleshooting.md").read_text()
+    sentence = next(line for line in troubleshooting.split("\n\n") if "Precedence:" in line and "token" in line)
+    assert order(sentence.split("Precedence:")[1]) == applied, sentence
+    for text in (configuration, troubleshooting):
+        assert "token file wins over the" not in text and "configured token file wins" not in text
+
+
+def test_the_readme_says_how_to_run_the_command_the_two_commands_installed():
+    """After `dev.py demo` / `dev.py test`, `kijito-pull` is in .venv/bin only: the README says so, and that
+    console script (this test runs in the venv dev.py makes) is really there and runs."""
+    import subprocess
+    import sys
+
+    readme = (REPO / "README.md").read_text()
+    try_it = readme.split("## Try it", 1)[1].split("\n## ", 1)[0]
+    assert ".venv/bin/kijito-pull --help" in try_it and "source .venv/bin/activate" in try_it
+    assert "not put `kijito-pull` on your `PATH`" in try_it
+    script = Path(sys.prefix) / "bin" / "kijito-pull"
+    ran = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stdout.startswith("kijito-pull "), ran.stderr

@@ -180,8 +180,89 @@ def test_rejected_token_never_shown(machine, sandbox):
         assert code == 1
         assert TOKEN not in out + err
     got = findings(run(["--json"], environ, machine["project"])[1])
-    assert got["reachability"]["verdict"] == "fail"
-    assert "rejected the token (401)" in got["reachability"]["detail"]
+    # The server answered: the token is what is wrong, and the token finding says so.
+    assert got["token"]["verdict"] == "fail" and "rejected it (401)" in got["token"]["detail"]
+    assert "expired or revoked" in got["token"]["fix"]
+    assert got["reachability"]["verdict"] == "ok" and "rejected the token (401)" in got["reachability"]["detail"]
+    assert got["persona"]["detail"].endswith("not looked up: the server rejected the token")
+
+
+def test_without_a_persona_it_never_says_mail_can_reach_the_agent(machine, sandbox, tmp_path):
+    """No persona (not an opted-in folder, none given): no peek is sent, and the summary does not claim
+    that mail can reach the agent."""
+    environ = {**machine["environ"], "KIJITOMON_TOKEN": sandbox.token, "KIJITO_BASE": sandbox.url}
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    code, out, _err = run([], environ, plain)
+    assert code == 0, out
+    assert "Mail can reach the agent" not in out
+    assert "whether it reaches the agent was not checked: no persona was given" in out
+    assert "not checked: no persona" in findings(run(["--json"], environ, plain)[1])["reachability"]["detail"]
+
+
+def pulled_twice(machine, sandbox) -> tuple[dict, Path]:
+    """An environment whose river cursor has been saved twice (so its last good copy, .prev, exists)."""
+    environ = {**machine["environ"], "KIJITOMON_TOKEN": sandbox.token, "KIJITO_BASE": sandbox.url}
+    for text in ("one", "two"):
+        sandbox.send("river", "loom", text)
+        assert main(["--once", "--persona", "river"], Environment(stdout=io.StringIO(), stderr=io.StringIO(),
+                                                                  environ=environ, cwd=str(machine["project"]))) == 0
+    (state,) = (Path(environ["KIJITO_PULL_STATE_DIR"]) / "cursors").glob("*.json")
+    assert state.with_name(state.name + ".prev").exists()
+    return environ, state
+
+
+def test_a_damaged_cursor_restored_from_its_last_good_copy_is_shown(machine, sandbox):
+    sandbox.add_persona("river")
+    environ, state = pulled_twice(machine, sandbox)
+    state.write_bytes(b'{"version": 1, "cursor": tr')
+    got = findings(run(["--json"], environ, machine["project"])[1])
+    assert got["cursors"]["verdict"] == "warn"
+    assert "damaged (" in got["cursors"]["detail"] and "restored from its last good copy" in got["cursors"]["detail"]
+    out = io.StringIO()
+    assert main(["status"], Environment(stdout=out, stderr=io.StringIO(), environ=environ,
+                                        cwd=str(machine["project"]))) == 0
+    assert "DAMAGED (" in out.getvalue() and "restored from its last good copy (.prev)" in out.getvalue()
+    out = io.StringIO()
+    main(["status", "--json"], Environment(stdout=out, stderr=io.StringIO(), environ=environ, cwd="."))
+    (row,) = map(json.loads, out.getvalue().splitlines())
+    assert row["restored"] and row["status"] == "ok"
+
+
+HOLD_AND_LEAVE = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, str(os.getpid()).encode())
+child = os.fork()
+if child == 0:  # inherits the locked descriptor, and with it the lock
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+"""
+
+
+def test_a_lock_inherited_from_an_exited_pid_names_the_live_holder(machine, sandbox):
+    import subprocess
+    import sys
+
+    sandbox.add_persona("river")
+    environ, state = pulled_twice(machine, sandbox)
+    lock = state.with_suffix(".lock")
+    proc = subprocess.run([sys.executable, "-c", HOLD_AND_LEAVE, str(lock)], capture_output=True, text=True,
+                          timeout=30)
+    child = int(proc.stdout)
+    try:
+        got = findings(run(["--json"], environ, machine["project"])[1])
+        detail = got["cursors"]["detail"]
+        assert f"locked by pid {child} (pid " in detail, detail
+        assert f"locked by pid {lock.read_text()}" not in detail  # the pid that took it has exited
+    finally:
+        os.kill(child, 9)
 
 
 def test_token_from_file_never_shown(machine, sandbox):

@@ -98,6 +98,7 @@ WORKERS = 8
 ERROR = "error"  # the request fails: nothing handed over until the fault clears
 PIN = "pin"  # a self-contradicting page: the visible mail is handed over, the cursor pinned
 SILENT = "silent"  # an undetectable lie that hides mail: nothing handed over, nothing acknowledged
+DISTRUST = "distrust"  # an untrustworthy answer (issue 23): nothing from it handed over, the cursor pinned
 
 FAULTS: dict[str, tuple[str, dict]] = {
     "status_500": (ERROR, {"kind": "status", "status": 500}),
@@ -123,6 +124,9 @@ FAULTS: dict[str, tuple[str, dict]] = {
                                                                           "next_before_id": None}}),
     "lie_wrong_continuation": (PIN, {"kind": "mutate", "set": {"next_before_id": 1}}),
     "lie_drop_oldest": (PIN, {"kind": "mutate", "rows": "drop_oldest"}),
+    "distrust_id_overflow": (DISTRUST, {"kind": "mutate", "rows": "id_overflow"}),
+    "distrust_other_persona": (DISTRUST, {"kind": "mutate", "set": {"persona": "mallory"},
+                                          "row_set": {"persona": "mallory"}}),
     "lie_empty_inbox": (SILENT, {"kind": "mutate", "set": {
         "result": [], "truncated": False, "next_before_id": None, "size_dropped": 0, "size_truncated": False,
         "unread_not_shown": 0}}),
@@ -217,9 +221,11 @@ def _once_cell(cell: Cell, sb: Sandbox, system: System) -> None:
     else:
         cell.check(bad.code == 1, f"under the fault: exit {bad.code}, expected 1; stderr {bad.stderr!r}")
         cell.check(len(lines) == 1, f"under the fault: expected one stderr line, got {bad.stderr!r}")
-        if behaviour == PIN:
+        if behaviour in (PIN, DISTRUST):
             cell.check("pinned" in bad.stderr, f"a pinned cursor is not named: {bad.stderr!r}")
             cell.check("alert" in kinds, f"no alert event for the pin: {kinds}")
+            if behaviour == DISTRUST:
+                cell.check(not bad.new_ids(), f"mail from an untrustworthy answer handed over: {bad.new_ids()}")
         else:
             cell.check(not bad.new_ids(), f"mail handed over although the inbox could not be read: {bad.new_ids()}")
             cell.check("nothing was acknowledged" in bad.stderr, f"unclear reason: {bad.stderr!r}")
@@ -228,7 +234,7 @@ def _once_cell(cell: Cell, sb: Sandbox, system: System) -> None:
     good = system.run(argv)
     cell.check(good.code == 0, f"after the fault cleared: exit {good.code}; stderr {good.stderr!r}")
     cell.check(not good.stderr.strip(), f"after the fault cleared, stderr: {good.stderr!r}")
-    if behaviour == PIN:
+    if behaviour in (PIN, DISTRUST):
         cell.check("recovered" in [e["event"] for e in good.ndjson()], "no recovered event once the pin was released")
     if behaviour != PIN:
         for run in (bad, good):
@@ -271,6 +277,10 @@ def _hook_cell(cell: Cell, sb: Sandbox, system: System) -> None:
         cell.check(bad.stderr.strip() != "", f"{name} under the fault said nothing on stderr")
         if behaviour == PIN:
             cell.check(ids and set(ids) <= set(m1), f"a pinned pull handed over {ids}, expected visible mail of {m1}")
+            cell.check("pinned" in bad.stderr, f"the pin is not named: {bad.stderr!r}")
+            continue
+        if behaviour == DISTRUST:
+            cell.check(not ids, f"mail from an untrustworthy answer handed over: {ids}")
             cell.check("pinned" in bad.stderr, f"the pin is not named: {bad.stderr!r}")
             continue
         cell.check(not ids, f"mail handed over although the inbox could not be read: {ids}")
@@ -328,9 +338,11 @@ def _watch_cell(cell: Cell, sb: Sandbox, system: System) -> None:
             if cell.check(alert is not None, f"no alert under the fault (alert-after {ALERT_AFTER})"):
                 cell.check(alert.get("consecutive_failures") == ALERT_AFTER,
                            f"alert after {alert.get('consecutive_failures')} failures, not {ALERT_AFTER}")
-        elif behaviour == PIN:
+        elif behaviour in (PIN, DISTRUST):
             cell.check(wait_for(lambda e: e["event"] == "alert" and "pinned" in e.get("reason", ""), 30)
                        is not None, "no alert for the pinned cursor")
+            if behaviour == DISTRUST:
+                cell.check(not set(ids_of()) & set(m1), f"mail from an untrustworthy answer: {ids_of()}")
         else:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not any(

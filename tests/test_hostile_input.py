@@ -384,9 +384,11 @@ def test_a_hostile_server_gets_a_clear_failure_in_bounded_time_and_memory(sb, cl
 
 
 class TricklingServer:
-    """Answers 200 with a huge Content-Length, then one byte every 0.2 s: a body that never finishes."""
+    """Answers 200 with a huge Content-Length, then one byte every 0.2 s: a body that never finishes.
+    With `head=True` it sends the status line, then one header byte every 0.2 s: a head that never ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, head: bool = False) -> None:
+        self.head = head
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.stop = threading.Event()
@@ -405,7 +407,8 @@ class TricklingServer:
         with conn:
             try:
                 conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                conn.sendall(b"HTTP/1.1 200 OK\r\n" if self.head else
+                             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Content-Length: 1000000000\r\n\r\n{")
                 while not self.stop.wait(0.2):
                     conn.sendall(b" ")
@@ -429,6 +432,21 @@ def test_a_body_that_never_finishes_is_abandoned_at_the_deadline(tmp_path):
     assert "took too long" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert elapsed < 25, elapsed  # the client's 15 s call deadline, not hours of trickle
     assert usage["maxrss_mb"] < MAX_RSS_MB
+
+
+def test_a_head_that_never_finishes_is_abandoned_at_the_deadline(tmp_path):
+    """Issue 23, item 4: one header byte every 0.2 s never trips the 1 s read timeout; the call's deadline
+    (15 s) bounds the exchange as a whole, the head included, so `--once` ends and frees the lock."""
+    server = TricklingServer(head=True)
+    try:
+        cli = Cli(server.url, TOKEN, tmp_path / "state")
+        result, _, elapsed = run_measured(cli, tmp_path, "--once", "--persona", P, "--timeout", "1", timeout=60)
+    finally:
+        server.close()
+    assert result.code == 1
+    assert "timed out: no whole answer within 15 s" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert elapsed < 25, elapsed
 
 
 def _peak_rss_mb(pid: int) -> float:

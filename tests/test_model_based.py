@@ -27,6 +27,8 @@ The model is the set of ids sent to the persona. Checked after every pull:
 * corrupt state is announced as `state_corrupt` and never treated as a first run;
 * a pin raises exactly one `alert`, and its release exactly one `recovered`;
 * a newest page that fails changes nothing; a peek changes nothing;
+* an untrustworthy answer (an id outside 1..2**63-1, another persona stated) delivers nothing: on the
+  newest page it pins a cursor (or, with none to pin, fails the pull and changes nothing);
 * after any honest, complete pull (no fault, accepting consumer, enough page budget) nothing sent
   is pending, and a second honest pull delivers nothing.
 
@@ -55,7 +57,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine, Pull
 from kijito_pull.core.events import EventFactory
-from kijito_pull.core.models import ApiError, InboxPage, Message, parse_inbox
+from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy, parse_inbox
 from kijito_pull.core.sink import BatchSink, Sink
 from kijito_pull.core.state import SCHEMA, StateStore
 from kijito_pull.sandbox import Sandbox
@@ -85,10 +87,12 @@ LIES = (
 # Failures: the request raises ApiError, either from the transport or from strict parsing.
 FAILURES = (
     "transient_503", "timeout", "http_400", "http_404", "auth_401", "redirect", "not_json",
-    "body_not_object", "result_not_list", "id_string", "id_bool", "id_negative", "dup_id",
+    "body_not_object", "result_not_list", "id_string", "id_bool", "dup_id",
     "row_not_object", "from_not_string", "content_not_string", "read_not_bool",
 )
-FAULTS = LIES + FAILURES
+# Untrustworthy answers (shared/design.md): they parse, but cannot be believed; nothing from them is delivered.
+DISTRUSTS = ("id_negative", "id_zero", "id_overflow", "id_huge", "persona_other")
+FAULTS = LIES + FAILURES + DISTRUSTS
 
 CORRUPTIONS = ("truncate", "garbage", "wrong_identity", "wrong_types", "not_object", "schema_bool",
                "above_below_cursor", "pin_malformed", "empty")
@@ -171,10 +175,17 @@ class WindowedInbox:
             data = self._fail(fault, env)
         elif fault in LIES:
             data = self._lie(fault, env, persona, before_id)
+        elif fault in DISTRUSTS:
+            data = self._distrust(fault, env)
         # Row order is unspecified (kijito-api.md §2.1): the client must sort by id itself.
         if isinstance(data, dict) and isinstance(data.get("result"), list):
             self.rng.shuffle(data["result"])
-        page = parse_inbox(data, before_id)
+        try:
+            page = parse_inbox(data, before_id, persona)
+        except Untrustworthy:
+            if before_id is None:
+                self.newest = InboxPage.unbelieved()
+            raise
         if before_id is None:
             self.newest = page
         return page
@@ -203,8 +214,6 @@ class WindowedInbox:
             bad["id"] = str(bad["id"])
         elif fault == "id_bool":
             bad["id"] = True
-        elif fault == "id_negative":
-            bad["id"] = -1
         elif fault == "dup_id":
             out.append(dict(bad))
         elif fault == "row_not_object":
@@ -216,6 +225,14 @@ class WindowedInbox:
         elif fault == "read_not_bool":
             bad["read"] = "no"
         return {**env, "result": out}
+
+    def _distrust(self, fault: str, env: dict[str, Any]) -> dict[str, Any]:
+        rows = [dict(r) for r in env["result"]]
+        if fault == "persona_other":
+            return {**env, "persona": "mallory", "result": [{**r, "persona": "mallory"} for r in rows]}
+        bad = rows[0] if rows else {"id": 0, "from": "x", "content": "", "created": "", "read": False}
+        bad["id"] = {"id_negative": -1, "id_zero": 0, "id_overflow": 2**63, "id_huge": 10**20}[fault]
+        return {**env, "result": [bad, *rows[1:]]}
 
     def _lie(self, fault: str, env: dict[str, Any], persona: str, before_id: int | None) -> dict[str, Any]:
         env = {**env, "result": [dict(r) for r in env["result"]]}
@@ -404,9 +421,12 @@ class EngineModel(RuleBasedStateMachine):
             report = pull_through(engine, self.factory, sink, peek=peek)
         except ApiError:
             event("pull failed at the newest page")
-            # Only a failed newest page may abort a pull, and then nothing at all has changed.
-            assert self.server.fired and self.server.fired[0][0] == 0 and self.server.fired[0][1] in FAILURES, \
-                self.server.fired
+            # Only a failed newest page may abort a pull, and then nothing at all has changed; an untrustworthy
+            # one only where there is no cursor to pin.
+            no_cursor = loaded.state is None or loaded.state.cursor is None
+            assert self.server.fired and self.server.fired[0][0] == 0 and (
+                self.server.fired[0][1] in FAILURES or (self.server.fired[0][1] in DISTRUSTS and no_cursor)), \
+                (self.server.fired, loaded)
             assert sink.offered == [] and sink.signals == []
             assert self._file_bytes() == before_bytes
             assert self.store.lock_holder() is None
@@ -421,6 +441,9 @@ class EngineModel(RuleBasedStateMachine):
             event("consumer refused a message")
         newest = self.server.newest
         assert newest is not None
+        if self.server.fired and self.server.fired[0][0] == 0 and self.server.fired[0][1] in DISTRUSTS:
+            assert pull.mode == NORMAL and pull.pinned and sink.offered == [], (
+                f"an untrustworthy newest page delivered {sink.offered}")
         taken = sink.taken
         kinds = sink.kinds()
 

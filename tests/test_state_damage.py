@@ -62,6 +62,7 @@ class World:
         self.cli = Cli(sb.url, TOKEN, self.state_dir)
         self.state_file, self.lock_file = paths.cursor_paths(self.cli.environ, sb.url, P, "agent")
         self.cursors = self.state_file.parent
+        self.journal = self.state_file.with_name(self.state_file.name + ".journal")
         self.sent: list[int] = []
         self.delivered: list[int] = []
         self._immutable: list[Path] = []
@@ -274,6 +275,26 @@ def _restore_cursors_dir(w: World) -> None:
     shutil.copytree(w.tmp / "scratch" / "cursors-backup", w.cursors)
 
 
+def _journal_symlink(w: World) -> None:
+    # A journal naming the state's own generation, outside the state dir: read through the link, its
+    # ids would count as acknowledged although they were never handed over (issue 23, item 5).
+    generation = json.loads(w.state_file.read_text())["updated"]
+    target = w.outside / "journal"
+    target.write_text(f"journal {generation}\n" + "".join(f"{i}\n" for i in range(1, 100)))
+    w.journal.symlink_to(target)
+
+
+def _cursors_dir_links_to_a_file(w: World) -> None:
+    (w.tmp / "scratch").mkdir(exist_ok=True)
+    shutil.move(w.cursors, w.tmp / "scratch" / "cursors-backup")
+    w.cursors.symlink_to(w.outside / "precious.json")
+
+
+def _restore_cursors_dir_from_link(w: World) -> None:
+    w.cursors.unlink()
+    shutil.move(w.tmp / "scratch" / "cursors-backup", w.cursors)
+
+
 def _read_only_dir(mode: int) -> Callable[[World], None]:
     def apply(w: World) -> None:
         os.chmod(w.cursors, mode)
@@ -317,6 +338,11 @@ DAMAGES = {
     "lock is a fifo": Damage(_fifo(lambda w: w.lock_file), lambda w: w.lock_file.unlink(), subprocess=True),
     "lock is a directory": Damage(_directory(lambda w: w.lock_file), _remove_dir(lambda w: w.lock_file)),
     "cursors dir replaced by a file": Damage(_cursors_dir_is_a_file, _restore_cursors_dir),
+    # Issue 23, items 5 and 6: refused with one line, never opened through a link or blocked on.
+    "ack journal is a fifo": Damage(_fifo(lambda w: w.journal), lambda w: w.journal.unlink(), subprocess=True),
+    "ack journal is a symlink out of the state dir": Damage(_journal_symlink, lambda w: w.journal.unlink()),
+    "cursors dir is a symlink to a file": Damage(_cursors_dir_links_to_a_file, _restore_cursors_dir_from_link,
+                                                 subprocess=True),
     "cursors dir read-only (immutable, 0700)": Damage(_read_only_dir(0o700), _writable_dir),
     "cursors dir read-only (immutable, 0755)": Damage(_read_only_dir(0o755), _writable_dir),
 }
@@ -344,7 +370,8 @@ def test_damage_is_announced_fails_closed_and_loses_nothing(world, name, entry):
     # `status` reads the same files: it must describe the damage, not hang on it or crash.
     status = world.cli("status", "--json") if not damage.subprocess else world.status_subprocess()
     assert status.code == 0 and "Traceback" not in status.stderr, status.stderr
-    assert len(status.events) == (0 if name == "cursors dir replaced by a file" else 1), status.stdout
+    assert len(status.events) == (0 if name in ("cursors dir replaced by a file", "cursors dir is a symlink to a file")
+                                  else 1), status.stdout
 
     first = run()
     if damage.repair is None:
@@ -396,6 +423,40 @@ def test_an_unreadable_state_file_is_announced_and_loses_nothing(world, monkeypa
     assert set(pending) <= set(world.delivered)
 
 
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.ENOTDIR, errno.ENOSPC],
+                         ids=["read-only file system", "parent without write permission", "parent is a file",
+                              "disk full"])
+def test_a_state_dir_that_cannot_be_created_is_one_line_and_nothing_is_acknowledged(world, monkeypatch, code):
+    """Issue 23, item 6: mkdir failing (simulated at the syscall: root writes anywhere, and no read-only file
+    system is at hand) is one clear line and exit 1, no traceback; nothing is acknowledged, so a later run
+    that can write delivers everything."""
+    pending = world.send(2)
+    real_mkdir = os.mkdir
+
+    def failing_mkdir(path, *args, **kwargs):
+        if str(path).startswith(str(world.state_dir)):
+            raise OSError(code, os.strerror(code), str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", failing_mkdir)
+    result = world.once()
+    assert result.code == 1 and result.new_ids == [], result.stdout + result.stderr
+    line = one_line_error(result)
+    assert "cannot be created" in line and os.strerror(code) in line, line
+    assert not world.state_dir.exists()
+    monkeypatch.undo()
+    assert world.once().new_ids == pending
+
+
+def test_a_loose_state_dir_root_is_made_private(world):
+    """Issue 23, item 6: the state root, not only cursors/ inside it, is tightened to 0700."""
+    world.state_dir.mkdir(mode=0o755)
+    os.chmod(world.state_dir, 0o755)
+    world.establish()
+    assert stat.S_IMODE(os.stat(world.state_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(world.cursors).st_mode) == 0o700
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file; covered by the EACCES simulation")
 def test_a_chmod_000_state_file_is_announced_and_loses_nothing(world):
     world.establish()
@@ -434,8 +495,8 @@ def test_watch_heals_garbage_state_and_keeps_delivering(world, watches):
     watches.append(w)
     corrupt = w.wait_for(lambda e: e["event"] == "state_corrupt")
     assert corrupt["persona"] == P
-    w.wait_for(lambda e: e["event"] == "armed")
-    assert set(pending) <= set(w.new_ids())
+    for mid in pending:
+        w.wait_for(lambda e, mid=mid: e["event"] == "new" and e["id"] == mid)
     [later] = world.send(1)
     w.wait_for(lambda e: e["event"] == "new" and e["id"] == later)
     assert w.new_ids().count(later) == 1

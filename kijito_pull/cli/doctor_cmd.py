@@ -64,9 +64,18 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         for finding in findings:
             env.stdout.write(json.dumps(finding.as_dict(), ensure_ascii=False) + "\n")
     else:
-        env.stdout.write(screen(findings, env, quiet=args.quiet))
+        env.stdout.write(screen(findings, env, quiet=args.quiet, unchecked=unchecked(ctx)))
     env.stdout.flush()
     return ExitCode.SOURCE_FAILED if doctor.failed(findings) else ExitCode.OK
+
+
+def unchecked(ctx: doctor.Context) -> str | None:
+    """Why the doctor cannot say mail reaches the agent although nothing failed, or None when it can."""
+    if ctx.persona is None:
+        return "no persona was given, so no inbox was peeked at"
+    if ctx.reachable is not True:
+        return "the server was not reached"
+    return None
 
 
 def _fancy(env: Environment) -> tuple[bool, bool]:
@@ -85,7 +94,9 @@ def _wrap(text: str, indent: str) -> list[str]:
     return textwrap.wrap(text, width=max(40, 110 - len(indent)), break_on_hyphens=False, break_long_words=False)
 
 
-def screen(findings: list[doctor.Finding], env: Environment, quiet: bool = False) -> str:
+def screen(findings: list[doctor.Finding], env: Environment, quiet: bool = False, unchecked: str | None = None) -> str:
+    """The findings for a person, then one summary line; `unchecked` (see `unchecked`) keeps that line
+    from claiming mail can reach the agent when that was not checked."""
     symbols, colour = _fancy(env)
     lines = []
     width = max(len(c) for c in doctor.check_ids())
@@ -109,6 +120,9 @@ def screen(findings: list[doctor.Finding], env: Environment, quiet: bool = False
         summary = (f"{fails} problem{'s' if fails != 1 else ''} would stop mail reaching the agent"
                    + (f"; {warns} warning{'s' if warns != 1 else ''}" if warns else "")
                    + ". Details: docs/troubleshooting.md")
+    elif unchecked:
+        summary = (f"Nothing found that would stop mail, but whether it reaches the agent was not checked: {unchecked}"
+                   + (f"; {warns} warning{'s' if warns != 1 else ''}" if warns else "") + ".")
     elif warns:
         summary = f"Mail can reach the agent; {warns} warning{'s' if warns != 1 else ''}."
     else:

@@ -31,6 +31,9 @@ COMMANDS = {
     "install": "install_cmd", "uninstall": "install_cmd", "parked": "parked_cmd", "exec": "exec_cmd",
 }
 
+# Commands that send no request to a Kijito API: they take -q but no -v, whose one job is logging requests.
+NO_REQUESTS = frozenset({"completion", "status", "optin", "install", "uninstall", "session"})
+
 DESCRIPTION = """\
 Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never skipping a message.
 
@@ -41,7 +44,8 @@ Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never ski
 
 EPILOG = """\
 exit codes: 0 success (with or without mail); 1 the source failed or mail could not be handed over
-(nothing is skipped; it is delivered next time); 2 usage or configuration error (no request was sent).
+(nothing is skipped; it is delivered next time); 2 usage or configuration error (no request was sent);
+130 interrupted (Ctrl-C).
 
 environment: KIJITOMON_TOKEN (token), KIJITO_BASE (API base), KIJITO_PERSONA (default persona),
 KIJITO_PULL_STATE_DIR (where cursors live).
@@ -82,11 +86,11 @@ def build_parser(env: Environment | None = None, only: str | None = None) -> arg
         if only is None or name == only:
             importlib.import_module(f"kijito_pull.cli.{module}").register(sub)
     nested = _leaves(sub, nested_only=True)
-    for command in sub.choices.values():
-        _add_volume_flags(command, False)
+    for name, command in sub.choices.items():
+        _add_volume_flags(command, False, requests=name not in NO_REQUESTS)
     for command in nested:
         # `session stop -q` as well as `session -q stop`; SUPPRESS so the nested default does not undo it
-        _add_volume_flags(command, argparse.SUPPRESS)
+        _add_volume_flags(command, argparse.SUPPRESS, requests=command.prog.split()[1] not in NO_REQUESTS)
     return parser
 
 
@@ -102,14 +106,16 @@ def _leaves(sub: argparse._SubParsersAction, nested_only: bool = False) -> list[
     return out
 
 
-def _add_volume_flags(parser: argparse.ArgumentParser, default: object) -> None:
+def _add_volume_flags(parser: argparse.ArgumentParser, default: object, requests: bool = True) -> None:
+    """-q for every command; -v (log each HTTP request) only for a command that sends requests."""
     if "--quiet" in parser._option_string_actions:
         return  # the command defines these itself
     noise = parser.add_argument_group("output volume").add_mutually_exclusive_group()
     noise.add_argument("-q", "--quiet", action="store_true", default=default,
                        help="only errors on stderr (no notes, no progress)")
-    noise.add_argument("-v", "--verbose", action="store_true", default=default,
-                       help="also log each HTTP request (method, path, status, time; never the token)")
+    if requests:
+        noise.add_argument("-v", "--verbose", action="store_true", default=default,
+                           help="also log each HTTP request (method, path, status, time; never the token)")
 
 
 def _normalise(argv: list[str]) -> list[str]:
@@ -134,13 +140,14 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     if getattr(args, "verbose", False):
         _log_requests_to(env)
     try:
+        kijito_pull.cli.early.restore_interrupts()  # start-up is over: Ctrl-C is a KeyboardInterrupt again
         return int(args.run(args, env))
     except ConfigError as exc:
         env.error(str(exc))
         return ExitCode.USAGE
     except KeyboardInterrupt:
         env.error("interrupted")
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.SOURCE_FAILED
 

@@ -49,6 +49,10 @@ def add_consumer(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consumer", metavar="NAME", default=None,
                         help=f"consumer group owning the cursor (default {config.DEFAULT_CONSUMER!r}; the hooks, "
                              "watch loop and pi extension share it, so the first to deliver wins)")
+    parser.add_argument("--mark-read", action="store_true", default=None,
+                        help="once mail is confirmed delivered, mark it read on the server, so a fresh runner "
+                             "(a CI container) does not get it again (off by default: other tools read the flag; "
+                             "also $KIJITO_PULL_MARK_READ=1 or mark_read = true in the config file)")
 
 
 def _positive_float(text: str) -> float:
@@ -78,7 +82,8 @@ def flags(args: argparse.Namespace) -> Flags:
     return Flags(api_base=getattr(args, "api_base", None), token_file=getattr(args, "token_file", None),
                  auth_header=getattr(args, "auth_header", None), personas=personas,
                  consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None),
-                 on_reset=getattr(args, "on_reset", None), max_attempts=getattr(args, "max_attempts", None))
+                 on_reset=getattr(args, "on_reset", None), max_attempts=getattr(args, "max_attempts", None),
+                 mark_read=getattr(args, "mark_read", None))
 
 
 def settings(args: argparse.Namespace, env: Environment) -> Settings:

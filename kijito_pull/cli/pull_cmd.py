@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from kijito_pull.cli import options
 from kijito_pull.cli.progress import WalkProgress
 from kijito_pull.context import Context
+from kijito_pull.core import directory, urgency
+from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
+from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.receipts import ReadReceipts
 from kijito_pull.core.sink import Sink
 from kijito_pull.core.state import StateError
 from kijito_pull.sinks.stdout import NdjsonSink, TextSink
@@ -49,9 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     settings = options.settings(args, env)
     personas, _, _ = settings.personas, settings.consumer, settings.connection()  # all checked before a request
-    sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(env.stdout, None if args.quiet else env.stderr)
     worst = ExitCode.OK
     with Context(settings) as ctx:
+        sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(
+            env.stdout, None if args.quiet else env.stderr, count_urgent=lambda p, ms: _urgent_among(ctx.client, p, ms))
         for persona in personas:
             progress = WalkProgress.for_terminal(env.stderr, persona, quiet=args.quiet)
             engine = ctx.engine(persona, max_replay=args.max_replay, page_budget=args.page_budget,
@@ -73,6 +78,8 @@ def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environmen
     except StateError as exc:
         env.error(f"{persona}: {exc}")
         return ExitCode.SOURCE_FAILED
+    if isinstance(engine, ReadReceipts) and engine.problem:
+        env.error(f"{persona}: {engine.problem}")  # the mail was delivered; only the receipt waits
     if report.refused is not None:
         env.error(f"{persona}: message {report.refused} could not be handed over; it will be delivered again")
         return ExitCode.SOURCE_FAILED
@@ -80,4 +87,35 @@ def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environmen
         env.error(f"{persona}: {report.problem}; the cursor stays pinned and the gap will be retried "
                   f"(what was visible was delivered)")
         return ExitCode.SOURCE_FAILED
+    if not report.delivered and _never_delivered(engine):
+        _warn_if_case_variant(engine, env)
     return ExitCode.OK
+
+
+def _urgent_among(client: KijitoClient, persona: str, messages: Sequence[Message]) -> int:
+    """At least how many of the mail shown is urgent, from one `notify/pending` answer (rows carry no flag)."""
+    try:
+        counts = client.notify_pending()
+    except ApiError:
+        return 0  # the mail is shown anyway; only the urgency is unknown
+    row = next((c for c in counts.counts if c.persona == persona), None)
+    return urgency.among(messages, row.unread, row.unread_urgent) if row else 0
+
+
+def _never_delivered(engine: Engine) -> bool:
+    """This cursor has never handed anything over: the one time a misspelt persona shows only as silence."""
+    state = engine.store.load().state
+    return state is None or state.cursor is None or state.cursor < 0
+
+
+def _warn_if_case_variant(engine: Engine, env: Environment) -> None:
+    """An empty inbox whose name the directory knows only in another case: say which name has the mail
+    (one `GET /api/personas`, made only while the cursor has delivered nothing)."""
+    try:
+        names = [p.persona for p in engine.client.personas()]
+    except ApiError:
+        return  # the directory is advisory here; the pull itself succeeded
+    found = directory.look_up(engine.persona, names)
+    clause = found.variant_clause()
+    if clause:
+        env.error(f"warning: {engine.persona} {clause}; use --persona {found.variants[0]}")

@@ -48,6 +48,6 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         ctx.close()
     if args.json:
         env.stdout.write(json.dumps({"id": result.id, "to": result.to}) + "\n")
-    else:
+    elif not args.quiet:  # -q: the exit status says it was sent; --json output is data, kept
         env.stdout.write(f"sent message {result.id} to {result.to}\n")
     return ExitCode.OK

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.cli import options
+from kijito_pull.core import lockholder
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
@@ -17,8 +18,9 @@ from kijito_pull.core.state import CursorState, StateError, StateStore
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("status", help="show cursor, pin, lock and pending hand-overs of each cursor",
                             description="Show every cursor under the state directory (or only --persona's): "
-                                        "position, pin, lock holder, and the hand-overs to agent sessions not "
-                                        "yet confirmed (holder, since when, how many times handed over). "
+                                        "position, pin, lock holder, a damaged file read from its last good copy, "
+                                        "and the hand-overs to agent sessions not yet confirmed (holder, since "
+                                        "when, how many times handed over). "
                                         "Reads local files only.")
     parser.add_argument("--persona", action="append", metavar="NAME", help="only this persona; repeatable")
     parser.add_argument("--consumer", metavar="NAME", help="only this consumer")
@@ -42,9 +44,14 @@ def _describe(state_file: Path) -> dict[str, Any]:
         state = loaded.state
         assert state is not None
         row.update(status="pinned" if state.pin else "ok", cursor=state.cursor,
-                   delivered_above=len(state.delivered_above), pin=state.pin, pending=_pending(state))
-    holder = store.lock_holder()
-    row["lock"] = "free" if holder is None else {"held_by_pid": holder or None}
+                   delivered_above=len(state.delivered_above), pin=state.pin, pending=_pending(state),
+                   restored=loaded.restored)  # why the file was damaged, when read from its last good copy
+    written = store.lock_holder()
+    if written is None:
+        row["lock"] = "free"
+    else:  # the pid the locker wrote may have exited, leaving the lock to a child that inherited it
+        held = lockholder.holder(store.lock_path, written)
+        row["lock"] = {"held_by_pid": held.pid, "holder": held.describe()}
     return row
 
 
@@ -92,13 +99,15 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         if row["status"] == "corrupt" and "persona" not in row:
             env.stdout.write(f"{row['file']}: corrupt ({row['reason']})\n")
             continue
-        lock = row["lock"] if row["lock"] == "free" else f"held by pid {row['lock']['held_by_pid'] or '?'}"
+        lock = row["lock"] if row["lock"] == "free" else f"held by {row['lock']['holder']}"
         head = f"{row['persona']} / {row['consumer']} @ {row['api_base']}"
         if row["status"] == "corrupt":
             env.stdout.write(f"{head}: corrupt ({row['reason']}); lock {lock}\n")
             continue
         pin = f"; PINNED since {row['pin']['since']}: {row['pin']['reason']}" if row["pin"] else ""
         pending = f"; {_pending_text(row['pending'])}" if row["pending"] else ""
+        restored = (f"; DAMAGED ({row['restored']}), restored from its last good copy (.prev); the next pull "
+                    "rewrites it") if row["restored"] else ""
         env.stdout.write(f"{head}: cursor {row['cursor']}, {row['delivered_above']} delivered above the cursor, "
-                         f"lock {lock}{pin}{pending}\n")
+                         f"lock {lock}{pin}{pending}{restored}\n")
     return ExitCode.OK

@@ -205,7 +205,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         rediscover_every=args.rediscover_every, all_personas=all_personas, alert_after=args.alert_after,
         heartbeat=args.heartbeat, stranded_alerts=not args.no_stranded_alerts,
         urgent_alerts=not args.no_urgent_alerts, urgent_after=args.urgent_after,
-        content_chars=None if args.no_content else args.content_chars, no_content=args.no_content)
+        content_chars=None if args.no_content else args.content_chars, no_content=args.no_content,
+        cursors_dir=settings.paths.cursors_dir)
     watcher = Watcher(client=client, notify_client=notify_client, make_engine=make_engine, sink=sink,
                       factory=factory, options=watch_options, personas=personas, stop=stop, loop=loop,
                       errors=env.stderr)
@@ -216,13 +217,16 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
             except (ApiError, StateError) as exc:
                 env.error(f"{target.name}: cannot seed the cursor: {exc}")
                 return ExitCode.SOURCE_FAILED
-    with _signals(stop, sink):
+    with _signals(stop, sink) as signals:
         try:
             watcher.run()
         except ApiError as exc:
             env.error(f"cannot list the account's personas ({exc}); name them with --persona")
             return ExitCode.SOURCE_FAILED
     ctx.close()
+    if signals.received == signal.SIGINT:  # Ctrl-C: 130, as for every command; SIGTERM is a clean stop, 0
+        env.error("interrupted")
+        return ExitCode.INTERRUPTED
     return ExitCode.OK
 
 
@@ -256,25 +260,34 @@ def self_test(client: KijitoClient, personas: list[str], sink: Sink, factory: Ev
     for failure in failures:
         env.error(f"self-test: {failure}")
     if not failures:
-        env.stderr.write(f"kijito-pull: self-test passed ({len(personas)} personas, {client.api_base})\n")
+        noun = "persona" if len(personas) == 1 else "personas"
+        env.stderr.write(f"kijito-pull: self-test passed ({len(personas)} {noun}, {client.api_base})\n")
     return ExitCode.SOURCE_FAILED if failures else ExitCode.OK
 
 
 class _signals:
-    """SIGTERM and SIGINT end the loop cleanly; SIGHUP reopens events files (after external rotation)."""
+    """SIGTERM and SIGINT end the loop cleanly (`received` says which came first); SIGHUP reopens events
+    files (after external rotation)."""
 
     def __init__(self, stop: threading.Event, sink: Sink):
         self.stop = stop
         self.sink = sink
         self.saved: dict[int, object] = {}
+        self.received: int | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _signals:
         if threading.current_thread() is not threading.main_thread():
-            return
+            return self
         for sig in (signal.SIGTERM, signal.SIGINT):
-            self.saved[sig] = signal.signal(sig, lambda *_: self.stop.set())
+            self.saved[sig] = signal.signal(sig, self._end)
         if hasattr(signal, "SIGHUP"):
             self.saved[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: self._reopen())
+        return self
+
+    def _end(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        self.stop.set()
 
     def _reopen(self) -> None:
         reopen = getattr(self.sink, "reopen", None)

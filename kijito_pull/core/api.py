@@ -30,7 +30,7 @@ from kijito_pull.core.models import (
     parse_personas,
     parse_send,
 )
-from kijito_pull.core.transport import KeepAliveAdapter
+from kijito_pull.core.transport import DeadlineExceeded, KeepAliveAdapter
 
 USER_AGENT = f"kijito-pull/{__version__}"
 log = logging.getLogger("kijito_pull.http")
@@ -64,6 +64,10 @@ class KijitoClient:
             session.mount("http://", transport)
             session.mount("https://", transport)
         self._session = session
+        try:  # the whole-exchange deadline is this transport's; another (a benchmark's stock one) gets two
+            self._bounded = isinstance(session.get_adapter(self.api_base + "/"), KeepAliveAdapter)
+        except requests.exceptions.InvalidSchema:
+            self._bounded = False
         self._session.trust_env = False  # no proxy or .netrc surprises carrying the token elsewhere
         self._session.headers["User-Agent"] = USER_AGENT
         if auth_header:
@@ -88,6 +92,12 @@ class KijitoClient:
             params.append(("before_id", str(before_id)))
         if limit is not None:
             params.append(("limit", str(limit)))
+        return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id, persona)
+
+    def mark_read_below(self, persona: str, before_id: int) -> InboxPage:
+        """Mark read the inbox window of ids below `before_id` (the server marks every row a window returns:
+        only core/receipts.py asks this, with `before_id` just above the confirmed cursor)."""
+        params = [("persona", persona), ("mark_read", "true"), ("before_id", str(before_id))]
         return parse_inbox(self._call("GET", "/api/inbox", params=params), before_id)
 
     def notify_pending(self, wait: int | None = None, cursor: str | None = None) -> NotifyResult:
@@ -146,11 +156,18 @@ class KijitoClient:
     def _once(self, method: str, path: str, params: Sequence[tuple[str, str]], json_body: Any,
               timeout: float, started: float) -> Any:
         session = self._session
-        with _failures(path, timeout):
+        # One deadline bounds the whole call, every attempt's connect, head and body included: what is left
+        # of it is the transport's `total` (core/transport.py), so no trickle of bytes outlasts it.
+        limit = max(timeout, self.deadline)
+        left = started + limit - time.monotonic()
+        if left <= 0:
+            raise ApiError(f"{path}: timed out: no whole answer within {limit:g} s", transient=True)
+        timeouts: tuple = (min(timeout, 10.0), timeout, left) if self._bounded else (min(timeout, 10.0), timeout)
+        with _failures(path, timeout, limit):
             # What Session.request does, with the preparation kept (`_prepare`) and, since the session
             # never reads the environment (trust_env is off), its own proxies, verify and cert settings.
             response = session.send(self._prepare(method, path, params, json_body),
-                                    timeout=(min(timeout, 10.0), timeout), allow_redirects=False, stream=True,
+                                    timeout=timeouts, allow_redirects=False, stream=True,
                                     proxies=session.proxies, verify=session.verify, cert=session.cert)
         return self._answer(response, method, path, timeout, started)
 
@@ -210,8 +227,12 @@ class KijitoClient:
                 if len(body) + len(chunk) > MAX_BODY_BYTES:
                     raise ApiError(f"{path}: the response is larger than {MAX_BODY_BYTES // 2**20} MiB")
                 if time.monotonic() > limit_at:
-                    raise ApiError(f"{path}: the response took too long to arrive", transient=True)
+                    raise DeadlineExceeded()
                 body += chunk
+        except DeadlineExceeded:
+            body.clear()
+            raise ApiError(f"{path}: the response took too long to arrive (more than "
+                           f"{limit_at - started:g} s)", transient=True) from None
         except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError) as exc:
             body.clear()
             raise ApiError(f"{path}: the response was cut off ({_short_reason(exc)})", transient=True) from None
@@ -224,10 +245,16 @@ class KijitoClient:
 
 
 @contextlib.contextmanager
-def _failures(path: str, timeout: float) -> Iterator[None]:
+def _failures(path: str, timeout: float, limit: float) -> Iterator[None]:
     """requests' exceptions from sending a request or reading an answer's head, as ApiError."""
     try:
         yield
+    except DeadlineExceeded:
+        raise ApiError(f"{path}: timed out: no whole answer within {limit:g} s (the server sends too slowly)",
+                       transient=True) from None
+    except requests.exceptions.ContentDecodingError as exc:
+        raise ApiError(f"{path}: {exc} and is not read (an uncompressed one was asked for: the server or a "
+                       f"proxy ignores Accept-Encoding: identity)") from None
     except requests.exceptions.Timeout:
         raise ApiError(f"{path}: timed out after {timeout:g} s", transient=True) from None
     except requests.exceptions.ConnectionError as exc:

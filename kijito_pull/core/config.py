@@ -32,6 +32,10 @@ _HEADER_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 # Settings the file may carry, all strings: a wrong type is reported here, not as a crash where it is used.
 _STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer", "on_reset")
+#: Every key the config file may carry (docs/configuration.md); `doctor` names the others as ignored.
+KNOWN_KEYS = (*_STRING_SETTINGS, "max_stop_blocks", "max_attempts", "mark_read")
+
+CONFIG_TOKEN_SOURCE = "config file token_file"  # how errors name a token file the config file gave
 
 SANDBOX_HINT = "to try kijito-pull without an account, run `kijito-pull demo` or `kijito-pull sandbox`"
 
@@ -79,33 +83,35 @@ def resolve_api_base(flag: str | None, environ: Mapping[str, str], file_value: s
     return DEFAULT_API_BASE
 
 
-def read_token_file(path: str) -> str:
-    """Read a token file, refusing one that other users could read (the token is a credential)."""
+def read_token_file(path: str, source: str = "--token-file") -> str:
+    """Read a token file, refusing one that other users could read (the token is a credential).
+
+    `source` names where the path came from in every error (the flag, or the config file's key)."""
     p = Path(path).expanduser()
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        raise ConfigError(f"--token-file {path}: cannot open it ({exc.strerror})") from None
+        raise ConfigError(f"{source} {path}: cannot open it ({exc.strerror})") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"--token-file {path}: not a regular file")
+            raise ConfigError(f"{source} {path}: not a regular file")
         if st.st_mode & 0o077:
             raise ConfigError(
-                f"--token-file {path}: readable by other users (mode {stat.S_IMODE(st.st_mode):04o}); "
+                f"{source} {path}: readable by other users (mode {stat.S_IMODE(st.st_mode):04o}); "
                 f"run `chmod 600 {path}`"
             )
         data = os.read(fd, MAX_TOKEN_BYTES + 1)
     finally:
         os.close(fd)
     if len(data) > MAX_TOKEN_BYTES:
-        raise ConfigError(f"--token-file {path}: too large to be a token")
+        raise ConfigError(f"{source} {path}: too large to be a token")
     try:
         token = data.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise ConfigError(f"--token-file {path}: not UTF-8 text") from None
+        raise ConfigError(f"{source} {path}: not UTF-8 text") from None
     if not token:
-        raise ConfigError(f"--token-file {path}: the file is empty")
+        raise ConfigError(f"{source} {path}: the file is empty")
     return token
 
 
@@ -117,7 +123,7 @@ def resolve_token(token_file: str | None, environ: Mapping[str, str], config_tok
     elif environ.get(TOKEN_ENV, "").strip():
         token = environ[TOKEN_ENV].strip()
     elif config_token_file:
-        token = read_token_file(config_token_file)
+        token = read_token_file(config_token_file, CONFIG_TOKEN_SOURCE)
     else:
         raise ConfigError(f"no Kijito token: set {TOKEN_ENV} or pass --token-file FILE; {SANDBOX_HINT}")
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):

@@ -55,6 +55,7 @@ class PullReport:
 
     @property
     def ok(self) -> bool:
+        """Nothing refused and the cursor not pinned."""
         return self.refused is None and not self.pinned
 
 

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kijito_pull.core import pending as pending_mod
-from kijito_pull.core.models import ApiError, InboxPage, Message
+from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.state import EMPTY_CURSOR, RECENT_LIMIT, CursorState, Loaded, StateStore, fingerprint
+from kijito_pull.core.source import SignalFactory
+from kijito_pull.core.state import EMPTY_CURSOR, RECENT_LIMIT, CursorState, Loaded, StateError, StateStore, fingerprint
 
 DEFAULT_MAX_REPLAY = 50
 DEFAULT_PAGE_BUDGET = 1000
@@ -40,11 +41,10 @@ NORMAL = "normal"
 
 
 class InboxSource(Protocol):
-    def inbox(self, persona: str, before_id: int | None = None, limit: int | None = None) -> InboxPage: ...
+    """What the engine reads pages from (core.api.KijitoClient)."""
 
-
-class SignalFactory(Protocol):
-    def signal(self, kind: str, persona: str, **fields: Any) -> dict: ...
+    def inbox(self, persona: str, before_id: int | None = None, limit: int | None = None) -> InboxPage:
+        """The newest page, or with `before_id` the page of ids below it."""
 
 
 @dataclass
@@ -124,10 +124,12 @@ class Pull:
 
     @property
     def pinned(self) -> bool:
+        """The walk could not prove it saw everything above the cursor: the cursor stays where it is."""
         return self.mode == NORMAL and not self.coverage.complete
 
     @property
     def problem(self) -> str | None:
+        """Why the cursor is pinned (None: it is not)."""
         return self.coverage.problem
 
     @property
@@ -140,6 +142,7 @@ class Pull:
         self.ack_all([message])
 
     def ack_all(self, messages: Iterable[Message]) -> None:
+        """`ack` for several messages at once (one durable record)."""
         ids = {m.id for m in messages}
         for i in ids:
             self._entries.pop(i, None)
@@ -252,6 +255,7 @@ class Pull:
         return back
 
     def handed_count(self, message: Message) -> int:
+        """How often `message` was handed over without being confirmed."""
         entry = self._entries.get(message.id)
         return entry.count if entry is not None else 0
 
@@ -263,9 +267,11 @@ class Pull:
 
     @property
     def all_taken(self) -> bool:
+        """Every planned message was acknowledged."""
         return all(m.id in self._acked for m in self.pending)
 
     def state_after(self) -> CursorState:
+        """The cursor state this pull would save now: past everything taken, never past the first not taken."""
         before = self._before or CursorState()
         if self.pinned:
             above = sorted(set(before.delivered_above) | self._acked)
@@ -438,7 +444,17 @@ class Engine:
     # -- planning ----------------------------------------------------------------------------------
 
     def _plan(self, loaded: Loaded, peek: bool, holder: Holder | None = None) -> Pull:
-        newest = self.client.inbox(self.persona)
+        if loaded.refused is not None:
+            raise StateError(loaded.refused)  # before any request: nothing is handed over or acknowledged
+        distrust = None
+        try:
+            newest = self.client.inbox(self.persona)
+        except Untrustworthy as exc:
+            if loaded.state is None or loaded.state.cursor is None:
+                raise  # no cursor to pin: the pull fails (nothing is changed), saying why
+            # Nothing from it is delivered: planned as an empty window whose coverage is not proven.
+            distrust = f"the server's newest page is not believed ({exc})"
+            newest = InboxPage.unbelieved()
         if loaded.state is None or loaded.state.cursor is None:
             return self._plan_first_contact(loaded, newest, peek, holder)
         state = loaded.state
@@ -451,7 +467,8 @@ class Engine:
                                               f"the cursor starts again (on_reset={REPLAY})",
                 cursor=state.cursor, consumer=self.consumer))
             return pull
-        coverage = self._cover(newest, state.cursor) if reset is None else Coverage(problem=reset)
+        problem = distrust or reset
+        coverage = self._cover(newest, state.cursor) if problem is None else Coverage(problem=problem)
         delivered = set(state.delivered_above)
         # Ids at or below the cursor that became visible after the cursor passed them (a late commit): in
         # the trailing window of ids remembered as accounted for, an id not among them was never seen.
@@ -617,7 +634,7 @@ class Engine:
             except ApiError as exc:
                 cov.complete, cov.problem = False, f"a backward page failed ({exc})"
                 break
-            if older.contradiction() is not None:
+            if older.contradiction() is not None or older.contradicts(cov.rows) is not None:
                 cov.complete, cov.problem = False, f"the server's page before id {page.oldest_id} contradicts itself"
                 break
             page = older
@@ -629,17 +646,24 @@ class Engine:
         return cov, page
 
     def _cover(self, newest: InboxPage, cursor: int) -> Coverage:
-        """Prove that the rows above `cursor` are all seen, walking backward while the server withheld rows."""
+        """Prove that the rows above `cursor` are all seen, walking backward while the server withheld rows.
+        A lying newest window's rows are kept (the cursor pinned); nothing from a backward page that
+        contradicts itself or an earlier page is (shared/design.md, "Untrustworthy answers")."""
         cov = Coverage()
         page = newest
         while True:
+            contradiction = page.contradiction()
+            if page.before_id is not None:
+                contradiction = contradiction or page.contradicts(cov.rows)
+                if contradiction is not None:
+                    cov.problem = (f"the server's page before id {page.before_id} contradicts itself or an "
+                                   f"earlier page ({contradiction}); nothing from it is delivered")
+                    return cov
             for m in page.messages:
                 if m.id > cursor:
                     cov.rows[m.id] = m
-            contradiction = page.contradiction()
             if contradiction is not None:
-                where = "newest page" if page.before_id is None else f"page before id {page.before_id}"
-                cov.problem = f"the server's {where} contradicts itself ({contradiction})"
+                cov.problem = f"the server's newest page contradicts itself ({contradiction})"
                 return cov
             if page.declares_end or (page.oldest_id is not None and page.oldest_id <= cursor):
                 cov.complete = True
@@ -650,7 +674,7 @@ class Engine:
             assert page.oldest_id is not None  # a consistent page that withheld rows has an oldest id
             try:
                 page = self.client.inbox(self.persona, before_id=page.oldest_id)
-            except ApiError as exc:
+            except ApiError as exc:  # an Untrustworthy one included: nothing from it is delivered
                 cov.problem = f"a backward page failed ({exc})"
                 return cov
             cov.pages += 1

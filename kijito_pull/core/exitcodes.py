@@ -14,3 +14,5 @@ class ExitCode(enum.IntEnum):
     #: Usage or configuration error (bad flag, missing token, unsafe token file, bad persona...).
     #: Detected before any request is sent.
     USAGE = 2
+    #: Interrupted by Ctrl-C (SIGINT), as shells report it (128 + 2); whatever was handed over is kept.
+    INTERRUPTED = 130

@@ -6,6 +6,7 @@ without importing the HTTP stack (core.api is the client that fetches them)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -41,6 +42,11 @@ NO_ANSWER = NoAnswer()
 INEXACT = "inexact"
 
 
+#: The id range the contract accepts (docs/server-api.md): positive integers that fit a signed 64-bit value.
+MIN_ID = 1
+MAX_ID = 2**63 - 1
+
+
 class ApiError(Exception):
     """The source failed. `str()` is one line, safe to show: it never contains the token."""
 
@@ -54,6 +60,15 @@ class ApiError(Exception):
     @property
     def auth_failed(self) -> bool:
         return self.status == 401
+
+
+class Untrustworthy(ApiError):
+    """An answer that reads well but cannot be believed: it states another persona than the one asked for,
+    or carries an id outside MIN_ID..MAX_ID. Nothing from it is delivered (shared/design.md); where a cursor
+    exists the engine pins it and raises one alert, as for a lying window."""
+
+    def __init__(self, message: str):
+        super().__init__(f"untrustworthy answer: {message}")
 
 
 def _is_int(value: Any) -> bool:
@@ -101,6 +116,20 @@ class InboxPage:
             return f"next_before_id {self.continuation} is not the page's oldest id {self.oldest_id}"
         return None
 
+    def contradicts(self, seen: Mapping[int, Message]) -> str | None:
+        """Why this page contradicts rows earlier pages showed (one id, another message), or None."""
+        for m in self.messages:
+            known = seen.get(m.id)
+            if known is not None and known != m:
+                return f"id {m.id} differs from the row an earlier page showed"
+        return None
+
+    @classmethod
+    def unbelieved(cls) -> InboxPage:
+        """What stands in for an untrustworthy newest page: no rows, and nothing proven about the rest."""
+        return cls(messages=(), omission=INEXACT, continuation=NO_ANSWER, size_truncated=False,
+                   unread_not_shown=None)
+
     def hidden_unread(self) -> bool | None:
         """On a newest page: does the server hold unread mail this window did not show? None = no claim.
 
@@ -147,13 +176,17 @@ class SendResult:
     to: str
 
 
-def parse_inbox(data: Any, before_id: int | None = None) -> InboxPage:
+def parse_inbox(data: Any, before_id: int | None = None, persona: str | None = None) -> InboxPage:
+    """`persona`: the inbox asked for; an envelope or row that states another one is `Untrustworthy`
+    (an absent or null `persona` field is no statement). So is a row id outside MIN_ID..MAX_ID."""
     if not isinstance(data, dict):
         raise ApiError("malformed inbox response: the body is not a JSON object")
     rows = data.get("result")
     if not isinstance(rows, list):
         raise ApiError("malformed inbox response: `result` is not a list")
-    messages = [_parse_row(row, index) for index, row in enumerate(rows)]
+    if persona is not None:
+        _check_persona(data, "the envelope", persona)
+    messages = [_parse_row(row, index, persona) for index, row in enumerate(rows)]
     ids = [m.id for m in messages]
     if len(set(ids)) != len(ids):
         twice = next(i for n, i in enumerate(ids) if i in ids[:n])
@@ -170,15 +203,24 @@ def parse_inbox(data: Any, before_id: int | None = None) -> InboxPage:
     )
 
 
-def _parse_row(row: Any, index: int) -> Message:
+def _check_persona(obj: dict, where: str, persona: str) -> None:
+    stated = obj.get("persona")
+    if stated is not None and stated != persona:
+        shown = stated[:64] if isinstance(stated, str) else type(stated).__name__
+        raise Untrustworthy(f"{where} states persona {shown!r}, not {persona!r} as asked")
+
+
+def _parse_row(row: Any, index: int, persona: str | None = None) -> Message:
     # Checked field by field, cheapest first: a watch parses the whole newest page on every wake.
     if type(row) is not dict:
         raise ApiError(f"malformed inbox row {index}: not an object")
     mid = row.get("id")
     sender, content, created, read = row.get("from"), row.get("content"), row.get("created", ""), row.get("read")
-    if (type(mid) is not int or mid < 0 or type(sender) is not str or type(content) is not str
+    if (type(mid) is not int or not MIN_ID <= mid <= MAX_ID or type(sender) is not str or type(content) is not str
             or type(created) is not str or (read is not None and type(read) is not bool)):
         _reject_row(row, index)
+    if persona is not None and "persona" in row:
+        _check_persona(row, f"inbox row {index} (id {mid})", persona)
     urgent = row.get("urgent")
     return Message(
         id=mid, sender=sender, content=content, created=created,
@@ -192,8 +234,12 @@ def _reject_row(row: dict, index: int) -> NoReturn:
     """Why a row that failed `_parse_row`'s checks is malformed (the first broken field, in field order)."""
     where = f"malformed inbox row {index}"
     mid = row.get("id")
-    if not _is_int(mid) or mid < 0:
-        raise ApiError(f"{where}: `id` is not a non-negative integer")
+    if not _is_int(mid):
+        raise ApiError(f"{where}: `id` is not an integer")
+    if not MIN_ID <= mid <= MAX_ID:
+        shown = str(mid) if len(str(mid)) <= 40 else f"{str(mid)[:20]}... ({len(str(mid))} digits)"
+        raise Untrustworthy(f"inbox row {index} has id {shown}, outside the contract's range "
+                            f"{MIN_ID}..{MAX_ID} (2**63 - 1)")
     for key, wanted in (("from", "string"), ("content", "string"), ("created", "string"), ("read", "boolean")):
         value = row.get(key, "" if key == "created" else None)
         if key == "read" and value is None:

@@ -99,10 +99,9 @@ class Paths:
         """Durable stop markers (`kijito-pull session stop`), per project and persona."""
         return self.state_dir / "stops"
 
-    @property
-    def claude_hosts_cache(self) -> Path:
-        """What was learnt about each Claude Code executable (does it support asyncRewake?)."""
-        return self.state_dir / "claude-hosts.json"
+    def host_facts(self, harness: str) -> Path:
+        """What a harness learnt about its executables (e.g. which Claude Code supports asyncRewake)."""
+        return self.state_dir / f"{harness}-hosts.json"
 
     @property
     def config_file(self) -> Path:

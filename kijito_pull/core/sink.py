@@ -44,7 +44,12 @@ class Sink:
     def begin(self, persona: str, messages: Sequence[Message]) -> None:
         """Called once before the messages of one pull are delivered."""
 
+    def urgent_arrived(self, persona: str, count: int) -> None:
+        """The persona's count of unread urgent mail rose by `count` (core/urgency.py): urgent mail is among
+        what its next pull finds. A sink that lets urgent mail interrupt an agent uses it; others ignore it."""
+
     def deliver(self, event: dict, message: Message) -> bool:
+        """Hand one message over; True only once the consumer took it (False holds the cursor below it)."""
         raise NotImplementedError
 
 
@@ -68,6 +73,7 @@ class BatchSink(Sink):
         self.shown: list[Message] = []
 
     def signal(self, event: dict) -> None:
+        """A diagnostic becomes one note in this pull's text."""
         self.notes.append(render.note(event))
 
     def select(self, pending: Sequence[Message]) -> list[Message]:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import errno
 import fcntl
 import hashlib
 import json
 import os
 import re
-import stat
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
@@ -26,6 +24,8 @@ from typing import Any
 from kijito_pull import __version__
 from kijito_pull.core import lock as filelock
 from kijito_pull.core import pending as pending_mod
+from kijito_pull.core.files import StateError, ensure_private_dir, open_regular
+from kijito_pull.core.models import MAX_ID
 
 SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
@@ -33,10 +33,12 @@ MAX_DELIVERED_ABOVE = 200_000
 #: How many accounted ids at or below the cursor are remembered, so an id that becomes visible late
 #: (taken before higher ids, committed after they were delivered) is still delivered: docs/delivery.md.
 RECENT_LIMIT = 128
-#: The cursor of an inbox seen empty: below every id, since a new account's first message may be id 0.
+#: The cursor of an inbox seen empty: below every id the contract accepts (1..MAX_ID; a file written when
+#: id 0 was believed keeps its meaning).
 EMPTY_CURSOR = -1
 
 
+#: Every id the contract accepts fits (MAX_ID has 19 digits); the engine never lets a larger one in.
 _RECENT_ITEM = re.compile(r"(-?\d{1,19}):([0-9a-f]{8})")
 
 
@@ -94,10 +96,6 @@ def fingerprint(sender: str, created: str, content: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
-class StateError(Exception):
-    """The state could not be written or locked; the message is one line."""
-
-
 class LockTimeout(StateError):
     pass
 
@@ -131,6 +129,9 @@ class Loaded:
     state: CursorState | None
     corrupt_reason: str | None = None
     restored: str | None = None
+    #: why the ack journal beside the state was not read (a FIFO, a link, not a regular file): a pull
+    #: refuses to go on (its facts could be missing); a reader (`status`) may show the state as it is
+    refused: str | None = None
 
     @property
     def absent(self) -> bool:
@@ -139,31 +140,6 @@ class Loaded:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
-
-
-def ensure_private_dir(path: Path) -> None:
-    """Create `path` (and parents) as 0700 directories; tighten a directory of ours that is looser."""
-    missing = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            pass
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise StateError(f"state directory {path}: {exc.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise StateError(f"state directory {path} is not a directory")
-    if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
-        try:
-            os.chmod(path, 0o700)
-        except OSError as exc:  # a read-only file system or an immutable directory
-            raise StateError(f"state directory {path} cannot be made private: {exc.strerror}") from None
 
 
 def _copy_state(state: CursorState) -> CursorState:
@@ -190,8 +166,9 @@ def _fsync_dir(path: Path) -> None:
 class StateStore:
     """Reads and writes one cursor's state under its lock."""
 
-    def __init__(self, state_path: Path, lock_path: Path, identity: dict[str, str]):
+    def __init__(self, state_path: Path, lock_path: Path, identity: dict[str, str], *, root: Path | None = None):
         self.path = state_path
+        self.root = root  # the state directory the cursors' one lies in: kept private too
         #: The last good copy: every save first keeps the file it replaces here (a hard link), when that
         #: file is known to be good, so damage to the state file falls back to it (`load`).
         self.previous = state_path.with_name(state_path.name + ".prev")
@@ -298,20 +275,11 @@ class StateStore:
         raise StateError(f"lock file {self.lock_path} keeps being replaced")
 
     def _open_lock_file(self) -> int:
-        ensure_private_dir(self.lock_path.parent)  # (the kept descriptor skips this: ~0.09 ms, most of a lock)
+        ensure_private_dir(self.lock_path.parent, self.root)  # (the kept descriptor skips this: ~0.09 ms)
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                         | getattr(os, "O_NONBLOCK", 0), 0o600)
-        except OSError as exc:
-            raise StateError(f"cannot open lock file {self.lock_path}: {exc.strerror}") from None
-        try:
-            regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        except OSError:
-            regular = False
-        if not regular:
-            os.close(fd)
-            raise StateError(f"lock file {self.lock_path} is not a regular file")
-        return fd
+            return open_regular(self.lock_path, os.O_RDWR | os.O_CREAT, "lock file")
+        except FileNotFoundError:  # the directory vanished between the two calls
+            raise StateError(f"cannot open lock file {self.lock_path}: it vanished") from None
 
     def _release(self, fd: int, locked: bool = True) -> None:
         """Give the flock back: the kept descriptor stays open for the next pull; any other is closed
@@ -382,10 +350,17 @@ class StateStore:
         if state is None or state.cursor is None or self._generation is None:
             return loaded
         try:
-            with open(self.journal, "rb") as handle:
-                raw = handle.read(MAX_STATE_BYTES)
+            fd = open_regular(self.journal, os.O_RDONLY, "the ack journal")
+        except FileNotFoundError:
+            return loaded
+        except StateError as exc:  # never read through a link, never blocked on a FIFO
+            return dataclasses.replace(loaded, refused=str(exc))
+        try:
+            raw = os.read(fd, MAX_STATE_BYTES)
         except OSError:
             return loaded
+        finally:
+            os.close(fd)
         head, _, body = raw.partition(b"\n")
         if head != f"journal {self._generation}".encode():
             return loaded  # from an older state, already folded into this one by its final save
@@ -433,7 +408,10 @@ class StateStore:
         return True
 
     def _open_journal(self) -> None:
-        fd = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            fd = open_regular(self.journal, os.O_RDWR | os.O_CREAT | os.O_TRUNC, "the ack journal")
+        except StateError as exc:
+            raise OSError(str(exc)) from None  # journal_acks saves the whole state instead
         try:
             header = f"journal {self._generation}\n".encode("ascii")
             os.posix_fallocate(fd, 0, self._JOURNAL_CHUNK)
@@ -495,18 +473,9 @@ class StateStore:
             self._parsed = (raw, loaded.state, generation) if loaded.state is not None else None
 
     def _read_raw(self, path: Path | None = None) -> bytes:
-        try:
-            fd = os.open(path or self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise StateError("the state file is a symbolic link; refusing to follow it") from None
-            raise StateError(f"the state file cannot be read ({exc.strerror})") from None
+        fd = open_regular(path or self.path, os.O_RDONLY, "the state file")
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise StateError("the state path is not a regular file")
             if st.st_size > MAX_STATE_BYTES:
                 raise StateError("the state file is implausibly large")
             chunks = []
@@ -532,11 +501,11 @@ class StateStore:
         if data.get("identity") != self.identity:
             raise ValueError("the state file belongs to another API base, persona or consumer")
         cursor = data.get("cursor")
-        if cursor is not None and not (is_int(cursor) and cursor >= EMPTY_CURSOR):
-            raise ValueError("the state file's cursor is not an integer >= -1")
+        if cursor is not None and not (is_int(cursor) and EMPTY_CURSOR <= cursor <= MAX_ID):
+            raise ValueError(f"the state file's cursor is not an integer from -1 to {MAX_ID}")
         above = data.get("delivered_above", [])
         if not isinstance(above, list) or len(above) > MAX_DELIVERED_ABOVE or not all(
-            is_int(i) and (cursor is None or i > cursor) for i in above
+            is_int(i) and (cursor is None or i > cursor) and i <= MAX_ID for i in above
         ):
             raise ValueError("the state file's delivered_above list is malformed")
         if cursor is None and above:
@@ -604,7 +573,7 @@ class StateStore:
         }
         payload = (json.dumps(document) + "\n").encode("utf-8")
         directory = self.path.parent
-        ensure_private_dir(directory)
+        ensure_private_dir(directory, self.root)
         tmp = directory / f".{self.path.name}.{os.getpid()}.tmp"
         try:
             with contextlib.suppress(FileNotFoundError):

@@ -10,24 +10,31 @@ The contract is what `KijitoClient` asks of a transport, no more:
 - http and https; for https, certificates are verified against certifi's bundle, as requests does
   (`verify` may be False or a CA file or directory, `cert` a client certificate); no proxies (the
   session never reads the environment) and no redirects followed (the client refuses them);
-- a `(connect, read)` timeout, a float, or None;
+- a `(connect, read)` timeout, a float, or None; or `(connect, read, total)`, where `total` seconds
+  bound the whole exchange from `begin`: connecting, writing the request, reading the head and the
+  body. Each socket wait is cut to what is left, so a server trickling its header or body bytes
+  slower than the read timeout cannot hold the call (and the cursor's lock) past it; passing it
+  raises `DeadlineExceeded`;
 - the body streamed through `raw.read1`, and the connection kept for the next request only once its
   body was read to the end (a response closed early closes its connection);
 - a kept connection the server closed while it was idle is noticed before it is used (its socket is
   readable: end of file or stray bytes) and replaced, so no request is ever sent on it;
 - only uncompressed bodies: it asks for `identity`, and a compressed answer is an error;
-- failures are requests' own exceptions: ConnectTimeout, ReadTimeout, SSLError, ConnectionError,
-  ChunkedEncodingError, ContentDecodingError, InvalidSchema, InvalidURL.
+- failures are requests' own exceptions: ConnectTimeout, ReadTimeout (and its `DeadlineExceeded`),
+  SSLError, ConnectionError, ChunkedEncodingError, ContentDecodingError, InvalidSchema, InvalidURL.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import os
 import select
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -41,11 +48,71 @@ from requests.utils import get_encoding_from_headers
 Key = tuple[str, str, int, Any, Any]
 
 
-def _timeouts(timeout: Any) -> tuple[float | None, float | None]:
+class DeadlineExceeded(requests.exceptions.ReadTimeout):
+    """The exchange's whole deadline (`total`) passed before its answer was read to the end."""
+
+
+class _DeadlinePassed(socket.timeout):
+    """A socket wait cut short by the exchange's deadline (inside http.client's reads)."""
+
+
+def _timeouts(timeout: Any) -> tuple[float | None, float | None, float | None]:
     if isinstance(timeout, tuple):
+        if len(timeout) == 3:
+            return timeout
         connect, read = timeout
-        return connect, read
-    return timeout, timeout
+        return connect, read, None
+    return timeout, timeout, None
+
+
+def _within(seconds: float | None, deadline: float | None) -> float | None:
+    """A socket wait of `seconds` cut to what is left before `deadline` (DeadlineExceeded if nothing is)."""
+    if deadline is None:
+        return seconds
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("the exchange did not finish within its deadline")
+    return left if seconds is None else min(seconds, left)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """What http.client reads an answer through (head and body): each receive waits at most the read
+    timeout and never past the deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: float, read_timeout: float | None):
+        super().__init__()
+        self._sock, self._deadline, self._read = sock, deadline, read_timeout
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise _DeadlinePassed("the exchange's deadline passed")
+        cut = self._read is None or left < self._read
+        self._sock.settimeout(left if cut else self._read)
+        try:
+            return self._sock.recv_into(buffer)
+        except socket.timeout:
+            if cut:
+                raise _DeadlinePassed("the exchange's deadline passed") from None
+            raise
+
+
+class _DeadlineSocket:
+    """Hands `http.client.HTTPResponse` a `_DeadlineReader` where it asks the socket for a file."""
+
+    def __init__(self, sock: socket.socket, deadline: float, read_timeout: float | None):
+        self._sock, self._deadline, self._read = sock, deadline, read_timeout
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline, self._read))
+
+
+def _bounded_response(sock: socket.socket, deadline: float, read_timeout: float | None,
+                      **options: Any) -> http.client.HTTPResponse:
+    return http.client.HTTPResponse(_DeadlineSocket(sock, deadline, read_timeout), **options)  # type: ignore[arg-type]
 
 
 def _is_idle_and_open(conn: http.client.HTTPConnection) -> bool:
@@ -93,15 +160,21 @@ class KeepAliveAdapter(HTTPAdapter):
             raise requests.exceptions.InvalidURL("the URL names no host")
         key: Key = (parts.scheme, parts.hostname, port, verify if parts.scheme == "https" else None,
                     cert if parts.scheme == "https" else None)
-        connect_timeout, read_timeout = _timeouts(timeout)
+        connect_timeout, read_timeout, total = _timeouts(timeout)
+        deadline = None if total is None else time.monotonic() + total
         conn = self._take(key)
         if conn is None:
-            conn = self._connect(key, connect_timeout)
+            conn = self._connect(key, _within(connect_timeout, deadline))
         headers = dict(request.headers)
         headers["Accept-Encoding"] = "identity"  # bodies are read as they come, never decompressed
         try:
-            conn.sock.settimeout(read_timeout)
+            conn.sock.settimeout(_within(read_timeout, deadline))  # sendall: the whole request in that time
+            conn.response_class = (http.client.HTTPResponse if deadline is None else  # type: ignore[assignment]
+                                   functools.partial(_bounded_response, deadline=deadline, read_timeout=read_timeout))
             conn.request(request.method or "GET", request.path_url, body=request.body, headers=headers)
+        except DeadlineExceeded:
+            conn.close()
+            raise
         except socket.timeout:
             conn.close()
             raise requests.exceptions.ReadTimeout("the request could not be written in time",
@@ -194,6 +267,9 @@ class Exchange:
         request = self.request
         try:
             answer = conn.getresponse()
+        except _DeadlinePassed:
+            conn.close()
+            raise DeadlineExceeded("the answer's head did not arrive within the deadline", request=request) from None
         except socket.timeout:
             conn.close()
             raise requests.exceptions.ReadTimeout("the server did not answer in time", request=request) from None
@@ -203,8 +279,10 @@ class Exchange:
         encoding = answer.getheader("Content-Encoding")
         if encoding and encoding.strip().lower() != "identity":
             conn.close()
+            named = encoding.strip()[:24]  # a header: shown only when it is a plain token
+            named = named if named.replace("-", "").isalnum() and named.isascii() else "compressed"
             raise requests.exceptions.ContentDecodingError(
-                f"the server sent a {encoding} body, which was not asked for", request=request)
+                f"the server sent a {named} body, which was not asked for", request=request)
         response = requests.Response()
         response.status_code = answer.status
         response.reason = answer.reason
@@ -240,6 +318,9 @@ class _Body:
     def read1(self, size: int = -1, decode_content: bool = True) -> bytes:
         try:
             chunk = self._answer.read1(size)
+        except _DeadlinePassed:
+            self.close()
+            raise DeadlineExceeded("the body did not arrive within the deadline") from None
         except socket.timeout:
             self.close()
             raise requests.exceptions.ConnectionError("the body stopped arriving (timed out)") from None

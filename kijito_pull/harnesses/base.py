@@ -16,11 +16,16 @@ A Harness says:
   nothing to say ("" for Claude Code, "{}\\n" for Codex, which rejects empty output);
 - `mode`: how a session's mode (interactive | headless) is told from the hook's environment
   (`detect_mode`); `session_env`: the environment variable that names the session when the hook
-  input does not;
-- `early` and `runtime`: the answers given inside the standard-library gate (e.g. a hook with
-  nothing to do), and the runtime that does the work (`run(inp, env) -> int`);
+  input does not; `project_env`: the one that names the project folder when the input has no `cwd`
+  (Claude Code's `CLAUDE_PROJECT_DIR`; None: the hook's own working directory);
+- `early`: the answers given inside the standard-library gate (e.g. a hook with nothing to do);
+  each `Hook` names its `handler(inp, env) -> int`, the work it does (`runtime`: one function for
+  every hook that names none);
 - `confirmation`: where a hand-over can later be confirmed: "transcript" (the harness keeps a
   transcript we can read back), "session" (the harness session itself answers), or None;
+  `holders`: the session's other holders of hand-overs besides its hooks (Claude Code's pusher, the
+  Codex watcher), as (holder key prefix, transcript reader name) pairs: SessionEnd settles each of
+  them from where its own reader stopped (kijito_pull.harnesses.handover.session_end);
 - `installer`: the module with `install(request)` / `uninstall(request)` returning an
   `installkit.Outcome` (its `result` an `installkit.Result`; failures raise `installkit.InstallError`
   carrying an `ExitCode`), `wiring(environ, cwd)` (the read-only look `doctor` uses) and
@@ -80,15 +85,19 @@ class Hook:
     help   one line for `kijito-pull hook --help` (more lines may follow after a newline)
     wants  None, or a "module:function" reference to `wants(data) -> bool`, asked right after the input
            is read and the project found opted in: False answers "nothing to do" at once
+    handler  a "module:function" reference to `handler(inp, env) -> int`, the work of this hook (None: the
+           harness's `runtime`); the hook gate runs it inside the hook route's one error boundary
     """
 
-    __slots__ = ("name", "event", "help", "wants")
+    __slots__ = ("name", "event", "help", "wants", "handler")
 
-    def __init__(self, name: str, event: str, help: str = "", wants: str | None = None):
+    def __init__(self, name: str, event: str, help: str = "", wants: str | None = None,
+                 handler: str | None = None):
         self.name = name
         self.event = event
         self.help = help
         self.wants = wants
+        self.handler = handler
 
     def __repr__(self) -> str:
         return f"Hook({self.name!r}, {self.event!r})"
@@ -125,20 +134,23 @@ class InstallRequest:
 class Harness:
     """One agent harness (see the module docstring for what each attribute means)."""
 
-    __slots__ = ("name", "title", "executable", "hooks", "nothing", "mode", "session_env", "early", "runtime",
-                 "confirmation", "installer", "install_help", "scopes", "project", "wiring_check", "checks")
+    __slots__ = ("name", "title", "executable", "hooks", "nothing", "mode", "session_env", "project_env", "early",
+                 "runtime", "confirmation", "holders", "installer", "install_help", "scopes", "project",
+                 "wiring_check", "checks")
 
     def __init__(self, name: str, title: str, *, installer: str, install_help: str,
                  executable: str | None = None, hooks: tuple[Hook, ...] = (), nothing: str = "",
-                 mode: str | None = None, session_env: str | None = None, early: str | None = None,
+                 mode: str | None = None, session_env: str | None = None, project_env: str | None = None,
+                 early: str | None = None,
                  runtime: str | None = None, confirmation: str | None = None,
+                 holders: tuple[tuple[str, str], ...] = (),
                  scopes: tuple[str, ...] = (USER, PROJECT), project: str = FOLDER,
                  wiring_check: str | None = None, checks: tuple[tuple[str, str], ...] = ()):
         for hook in hooks:
             if not hook.name.startswith(name + "-"):
                 raise ValueError(f"hook {hook.name!r} of harness {name!r} must be named {name}-...")
-        if hooks and runtime is None:
-            raise ValueError(f"harness {name!r} has hooks but no runtime")
+        if runtime is None and any(hook.handler is None for hook in hooks):
+            raise ValueError(f"harness {name!r}: every hook needs a handler (or the harness a runtime)")
         self.name = name
         self.title = title
         self.executable = executable
@@ -146,9 +158,11 @@ class Harness:
         self.nothing = nothing
         self.mode = mode
         self.session_env = session_env
+        self.project_env = project_env
         self.early = early
         self.runtime = runtime
         self.confirmation = confirmation
+        self.holders = holders
         self.installer = installer
         self.install_help = install_help
         self.scopes = scopes
@@ -166,6 +180,40 @@ class Harness:
             if hook.name == name:
                 return hook
         return None
+
+    def handler(self, hook: Hook) -> str:
+        """The "module:function" reference that does `hook`'s work."""
+        ref = hook.handler or self.runtime
+        assert ref is not None  # checked when the harness was made
+        return ref
+
+    def references(self) -> dict[str, str]:
+        """Every "module[:attribute]" reference this harness holds, by what it is for (the contract test
+        resolves each one, so a typo fails the suite instead of a user's hook)."""
+        refs = {f"hook {h.name}": self.handler(h) for h in self.hooks}
+        refs.update({f"wants of {h.name}": h.wants for h in self.hooks if h.wants})
+        for what, ref in (("mode", self.mode), ("early", self.early), ("runtime", self.runtime),
+                          ("wiring_check", self.wiring_check)):
+            if ref:
+                refs[what] = ref
+        for attr in ("install", "uninstall", "wiring"):
+            refs[f"installer {attr}"] = f"{self.installer}:{attr}"
+        refs.update({f"check {check}": ref for check, ref in self.checks})
+        return refs
+
+    def verify(self) -> list[str]:
+        """Resolve every reference this harness holds; the problems found (empty: all resolve to callables).
+        This imports the heavy parts, so it runs in tests and `doctor`, never in the hook gate."""
+        problems = []
+        for what, ref in self.references().items():
+            try:
+                target = resolve(ref)
+            except (ImportError, AttributeError, ValueError) as exc:
+                problems.append(f"{self.name}: {what}: {ref!r} does not resolve ({type(exc).__name__}: {exc})")
+                continue
+            if not callable(target):
+                problems.append(f"{self.name}: {what}: {ref!r} is not callable")
+        return problems
 
     def detect_mode(self, environ: Mapping[str, str]) -> tuple[str, str | None]:
         """(interactive | headless, a note about an ignored setting or None)."""

@@ -55,6 +55,7 @@ HAND_OVER_TTL = 30 * 60.0  # an unconfirmed hand-over to a live session is claim
 
 
 def hook_budget(environ: Mapping[str, str]) -> float:
+    """The seconds a hook may take before it gives up ($KIJITO_PULL_HOOK_BUDGET, 0.5 to 9.5, default 8)."""
     raw = environ.get(BUDGET_ENV, "").strip()
     try:
         value = float(raw) if raw else DEFAULT_BUDGET
@@ -88,13 +89,16 @@ class Setup:
 
     @property
     def client(self) -> KijitoClient:
+        """The API client of this hook run."""
         return self.context.client
 
     @property
     def settings(self) -> dict[str, Any]:
+        """The config file's settings."""
         return self.context.settings.file
 
     def close(self) -> None:
+        """Close the client's connections."""
         self.context.close()
 
 
@@ -185,6 +189,7 @@ class Output:
 
 
 def context_json(event: str, text: str, system_message: str | None = None) -> dict[str, Any]:
+    """A hook answer that adds `text` to the session's context (`hookSpecificOutput.additionalContext`)."""
     out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
     if system_message:
         out["systemMessage"] = system_message
@@ -192,6 +197,7 @@ def context_json(event: str, text: str, system_message: str | None = None) -> di
 
 
 def block_json(reason: str) -> dict[str, Any]:
+    """A Stop hook answer that blocks the stop with `reason` as the model's next input."""
     return {"decision": "block", "reason": reason}
 
 
@@ -226,33 +232,23 @@ def title(inp: HookInput) -> str:
 
 
 def nothing(inp: HookInput) -> str:
+    """The harness's "nothing to do" answer ("" Claude Code, "{}\\n" Codex)."""
     return inp.harness.nothing if inp.harness is not None else ""
 
 
 def answer(inp: HookInput, env: Environment, handler: Callable[[HookInput, Environment, Output], int], *,
            exit_fn: Callable[[int], None] = os._exit, after: Callable[[], None] | None = None) -> int:
-    """Run one hand-over `handler` inside the hook budget. Never raises: a problem is one stderr line and
-    exit 0; whatever happens, the harness gets its "nothing to do" answer when nothing else was written.
-    `after` runs once the handler is done, whatever it did (e.g. Claude Code's waker sync note)."""
-    out: Output | None = None
-    code = 0
-    try:
+    """Run one hand-over `handler` inside the hook budget (`Output`), then give the harness its "nothing to
+    do" answer when nothing else was written. `after` runs once the handler is done, whatever it did (e.g.
+    Claude Code's waker sync note). A failure propagates to the hook route's one boundary
+    (hookgate.run_hook), which says why on stderr and exits 0."""
+    with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn, nothing=nothing(inp)) as out:
         try:
-            with Output(env.stdout, env.stderr, inp.hook, hook_budget(env.environ), exit_fn,
-                        nothing=nothing(inp)) as out:
-                code = handler(inp, env, out)
+            code = handler(inp, env, out)
         finally:
             if after is not None:
                 after()
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
-        code = 0
-    if out is None:
-        from kijito_pull.harnesses.hookgate import answer_nothing
-
-        answer_nothing(env.stdout, nothing(inp))
-    else:
-        out.nothing_if_silent()
+    out.nothing_if_silent()
     return code
 
 
@@ -328,6 +324,21 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Mapping[str
             reading.forget()
 
 
+def session_end(inp: HookInput, env: Environment) -> int:
+    """A session's SessionEnd hook (Claude Code, Codex): end its long-lived helpers (waker, watcher), then
+    settle what it was handed, by every holder its Harness declares (`Harness.holders`): what the
+    transcript shows is confirmed, the rest is unseen again at once, so the next session gets it."""
+    sid = inp.session_id
+    if sid is None:
+        return 0
+    lifecycle.end_session(env.environ, sid)
+    harness = inp.harness
+    also = {f"{prefix}:{sid}": reader for prefix, reader in (harness.holders if harness is not None else ())}
+    confirm_at_end(inp, env.environ, also=also)
+    lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
+    return 0
+
+
 def failure_text(exc: BaseException) -> str:
     """An exception as the tail of one plain line."""
     text = str(exc).strip() or type(exc).__name__
@@ -379,6 +390,7 @@ def written_before_failure(inp: HookInput, env: Environment, out: Output, exc: E
 
 
 def report_problems(inp: HookInput, env: Environment, report: PullReport) -> None:
+    """A refused write or a pinned cursor, as one stderr line each (the session goes on)."""
     if report.refused is not None:
         say(env.stderr, f"{inp.hook}: {inp.persona}: the mail could not be written to {title(inp)}; it is "
                         f"handed over again next time")
@@ -388,6 +400,9 @@ def report_problems(inp: HookInput, env: Environment, report: PullReport) -> Non
 
 
 def stop(inp: HookInput, env: Environment, out: Output) -> int:
+    """Stop: unseen mail blocks the stop with the hand-over as its reason, at most `max_stop_blocks` times
+    in a row per turn (a run of blocks is one prompt_id's, or lasts while `stop_hook_active`); never twice
+    for the same mail (it is pending with the session). Any failure lets the agent stop, saying why."""
     persona = inp.persona
     sid = inp.session_id
     environ = env.environ

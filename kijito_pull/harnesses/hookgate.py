@@ -144,8 +144,10 @@ def parse_input(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
 # -- the project -------------------------------------------------------------------------------------------
 
 
-def _project_dir(data: dict[str, Any] | None, environ: Mapping[str, str], cwd: str) -> str:
-    for candidate in ((data or {}).get("cwd"), environ.get("CLAUDE_PROJECT_DIR"), cwd):
+def _project_dir(data: dict[str, Any] | None, environ: Mapping[str, str], cwd: str, project_env: str | None) -> str:
+    """The hook input's `cwd`, else the folder the harness's `project_env` names, else our own cwd."""
+    named = environ.get(project_env) if project_env else None
+    for candidate in ((data or {}).get("cwd"), named, cwd):
         if isinstance(candidate, str) and candidate and "\0" not in candidate and os.path.isdir(candidate):
             return candidate
     return cwd
@@ -194,7 +196,7 @@ def gate(harness: Harness, hook: Hook, stdin: Any, environ: Mapping[str, str], c
     raw, problem = read_input(stdin, title=harness.title)
     data, parse_problem = (None, None) if problem else parse_input(raw)
     problem = problem or parse_problem
-    where = _project_dir(data, environ, cwd)
+    where = _project_dir(data, environ, cwd, harness.project_env)
     if not may_be_opted_in(where):
         return 0, None
     from kijito_pull.harnesses.session import optin as optin_mod
@@ -244,12 +246,36 @@ def answer_nothing(stream: IO[str], nothing: str) -> None:
         pass
 
 
+class _Answer:
+    """The hook's stdout, noting whether anything was written to it (the boundary then knows whether the
+    harness already has an answer)."""
+
+    __slots__ = ("stream", "written")
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self.written = False
+
+    def write(self, text: str) -> int:
+        if text:
+            self.written = True
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: Mapping[str, str], cwd: str, *,
              exit_after_work: Callable[[int], Any] | None = None) -> int:
-    """`kijito-pull hook NAME`, start to end: the gate, the owning harness's runtime when there is work,
-    and the harness's "nothing to do" answer when neither the gate nor the runtime answered. Never
-    raises: every problem is one stderr line and exit 0. With `exit_after_work`, it is called with the
-    exit code once a runtime ran and the streams are flushed (the console entry leaves at once)."""
+    """`kijito-pull hook NAME`, start to end: the gate, the hook's handler when there is work, and the
+    harness's "nothing to do" answer when neither wrote an answer. This is the hook route's one error
+    boundary: it never raises, and any failure below it is one stderr line and exit 0 (with the "nothing
+    to do" answer if nothing was written yet), so a broken inbox never wedges or breaks a session. With
+    `exit_after_work`, it is called with the exit code once a handler ran and the streams are flushed
+    (the console entry leaves at once)."""
     from kijito_pull.harnesses import registry
 
     found = registry.find_hook(name)
@@ -257,7 +283,7 @@ def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: M
         say(stderr, f"{name}: not a kijito-pull hook (expected one of: {', '.join(registry.hook_names())})")
         return 2
     harness, hook = found
-    answered = False  # a runtime gives its own answer, its "nothing to do" included
+    answer = _Answer(stdout)
     ran = False
     try:
         code, inp = gate(harness, hook, stdin, environ, cwd, stderr)
@@ -265,13 +291,14 @@ def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: M
             from kijito_pull.core.environment import Environment
             from kijito_pull.harnesses.base import resolve
 
-            runtime = resolve(harness.runtime)
-            ran = answered = True
-            code = runtime(inp, Environment(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ, cwd=cwd))
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash with a traceback
-        say(stderr, f"{name}: internal error ({type(exc).__name__}: {exc}); nothing was done")
+            handler = resolve(harness.handler(hook))
+            ran = True
+            code = handler(inp, Environment(stdin=stdin, stdout=answer, stderr=stderr, environ=environ, cwd=cwd))
+    except Exception as exc:  # noqa: BLE001 - the one boundary: a hook must never crash with a traceback
+        say(stderr, f"{name}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged, so unseen "
+                    f"mail is handed over again later")
         code = 0
-    if not answered:
+    if not answer.written:
         answer_nothing(stdout, harness.nothing)
     for stream in (stdout, stderr):
         try:
@@ -286,7 +313,7 @@ def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: M
 # -- the console entry's early dispatch --------------------------------------------------------------------
 
 
-def _is_console(argv0: str) -> bool:
+def is_console(argv0: str) -> bool:
     prog = argv0.replace("\\", "/")
     return os.path.basename(prog) in ("kijito-pull", "kijito-pull.exe") or prog.endswith("kijito_pull/__main__.py")
 
@@ -296,7 +323,7 @@ def early_gate(argv: list[str] | None = None) -> None:
     commands (a project that has not opted in never gets past the standard library; one that has
     skips argparse and the unrelated commands). Does nothing for any other command line."""
     argv = sys.argv if argv is None else argv
-    if len(argv) != 3 or argv[1] != "hook" or not _is_console(argv[0]):
+    if len(argv) != 3 or argv[1] != "hook" or not is_console(argv[0]):
         return
     from kijito_pull.harnesses import registry
 

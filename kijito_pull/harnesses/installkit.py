@@ -178,10 +178,18 @@ def command_executable(command: str | None, environ: Mapping[str, str]) -> tuple
 
 
 def this_command() -> list[str]:
-    """The command that runs this installation of kijito-pull (absolute argv words)."""
-    from kijito_pull.harnesses.daemon.supervision import default_command
+    """The command that runs this installation of kijito-pull, as absolute argv words: the `kijito-pull`
+    script beside this interpreter first (the installation doing the install, also under pipx), else the
+    one on PATH, else `python -m kijito_pull` with this interpreter."""
+    import sys
 
-    return default_command()
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "kijito-pull")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    found = shutil.which("kijito-pull")
+    if found:
+        return [os.path.abspath(found)]
+    return [os.path.abspath(sys.executable), "-m", "kijito_pull"]
 
 
 # -- JSON files that people also edit ---------------------------------------------------------------------
@@ -415,8 +423,9 @@ def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False) 
 
 
 def _remove_empty_dir(folder: Path) -> None:
-    """A harness folder (.codex, .claude, .pi) left empty by the removal of the only file in it."""
-    if folder.name in (".codex", ".claude", ".pi"):
+    """A harness's own dot-folder (.codex, .claude, .pi, ...) left empty by the removal of the only file in
+    it; any other folder (e.g. a $CODEX_HOME named otherwise) stays."""
+    if folder.name.startswith(".") and folder.name not in (".", ".."):
         try:
             folder.rmdir()
         except OSError:

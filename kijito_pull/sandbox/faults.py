@@ -15,9 +15,12 @@ Kind parameters:
     reset   {}                                     abort the TCP connection with RST, no answer
     close   {}                                     close the connection cleanly, no answer
     body    {"body": "<raw text>", "status": 200, "headers": {...}?}
-    mutate  {"set": {field: value}, "delete": [field], "rows": transform or [transforms]}
+    mutate  {"set": {field: value}, "delete": [field], "rows": transform or [transforms],
+             "row_set": {field: value}}
             applied to the real 200 envelope; transforms: id_string, id_bool, dup_first,
-            row_not_object, result_not_list, drop_oldest
+            row_not_object, result_not_list, drop_oldest, id_overflow (the newest row's id
+            becomes 2**63, one past what the contract accepts); row_set sets fields on every row
+            (e.g. {"persona": "mallory"}: an answer about another inbox)
     huge    {"bytes": N}                           200 with an N-byte body; omit for endless
 
 Rules are checked in order; the first match applies (and spends one of its `times`).
@@ -31,7 +34,8 @@ from collections.abc import Mapping
 from typing import Any
 
 KINDS = ("status", "hang", "reset", "close", "body", "mutate", "huge")
-ROW_TRANSFORMS = ("id_string", "id_bool", "dup_first", "row_not_object", "result_not_list", "drop_oldest")
+ROW_TRANSFORMS = ("id_string", "id_bool", "dup_first", "row_not_object", "result_not_list", "drop_oldest",
+                  "id_overflow")
 
 _COMMON_KEYS = {"kind", "path", "persona", "backward", "times"}
 _KIND_KEYS = {
@@ -40,7 +44,7 @@ _KIND_KEYS = {
     "reset": set(),
     "close": set(),
     "body": {"body", "status", "headers"},
-    "mutate": {"set", "delete", "rows"},
+    "mutate": {"set", "delete", "rows", "row_set"},
     "huge": {"bytes"},
 }
 
@@ -97,8 +101,9 @@ def validate_rule(rule: Any) -> dict[str, Any]:
         if "bytes" in out and (not _is_int(out["bytes"]) or out["bytes"] < 0):
             raise ValueError("bytes must be a non-negative integer")
     elif kind == "mutate":
-        if "set" in out and not isinstance(out["set"], Mapping):
-            raise ValueError("set must be an object")
+        for key in ("set", "row_set"):
+            if key in out and not isinstance(out[key], Mapping):
+                raise ValueError(f"{key} must be an object")
         if "delete" in out and (
             not isinstance(out["delete"], list) or not all(isinstance(f, str) for f in out["delete"])
         ):
@@ -162,10 +167,14 @@ def _matches(rule: Mapping[str, Any], path: str, query: Mapping[str, str]) -> bo
 
 
 def apply_mutation(rule: Mapping[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
-    """Make a real response envelope lie: rows transforms first, then `set`, then `delete`."""
+    """Make a real response envelope lie: rows transforms first, then `row_set`, `set`, then `delete`."""
     env = copy.deepcopy(envelope)
     for transform in rule.get("rows", []):
         _transform_rows(env, transform)
+    rows = env.get("result")
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, dict):
+            row.update(copy.deepcopy(dict(rule.get("row_set", {}))))
     for key, value in dict(rule.get("set", {})).items():
         env[key] = copy.deepcopy(value)
     for key in rule.get("delete", []):
@@ -194,3 +203,5 @@ def _transform_rows(env: dict[str, Any], transform: str) -> None:
         first["id"] = str(first.get("id"))
     elif isinstance(first, dict) and transform == "id_bool":
         first["id"] = True
+    elif transform == "id_overflow" and isinstance(rows[-1], dict):
+        rows[-1]["id"] = 2**63

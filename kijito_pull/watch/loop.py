@@ -12,8 +12,10 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, Callable
 
+from kijito_pull.core import urgency
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import Engine
@@ -21,7 +23,7 @@ from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import CLOSED, PULL_NOW, Sink
 from kijito_pull.core.state import LockTimeout, StateError
-from kijito_pull.watch import alarms
+from kijito_pull.watch import alarms, readers
 from kijito_pull.watch.longpoll import Counts, LongPoll, Notifier, NotifyFailed
 
 ACCOUNT = "*"  # the persona field of account-wide signals
@@ -46,6 +48,9 @@ class WatchOptions:
     content_chars: int | None = 220
     no_content: bool = False
     min_spacing: float = 0.5
+    #: where every consumer's cursor files live: mail at or below one of them was delivered, so it is not
+    #: stranded whatever the server's unread flags say (None: no such evidence is looked for)
+    cursors_dir: Path | None = None
 
 
 @dataclass
@@ -67,6 +72,11 @@ class Target:
 
 
 class Watcher:
+    """The long-running loop behind `kijito-pull watch`: arms every watched persona (its first pull and an
+    `armed` event), then pulls a persona through the hand-over loop (core/delivery.py) only when its
+    unread count rose, on a sweep (`PULL_NOW` from the sink), or every `--resync-every` arrivals; the
+    `Notifier` thread long-polls the counts. It knows no harness: only its sink."""
+
     def __init__(self, *, client: KijitoClient, notify_client: KijitoClient,
                  make_engine: Callable[[str], Engine], sink: Sink, factory: EventFactory,
                  options: WatchOptions, personas: Iterable[str], stop: threading.Event,
@@ -87,6 +97,7 @@ class Watcher:
         self.stranded = alarms.SetAlarm("unread mail no persona will read (stranded)", "stranded_inboxes")
         self.urgent = alarms.SetAlarm("urgent mail unanswered", "urgent_inboxes")
         self.urgent_since: dict[str, float] = {}
+        self.newest_unread: dict[str, tuple[int, int | None]] = {}  # persona -> (its unread count, newest unread id)
         self.last_counts: dict = {}
         self.directory: dict[str, int | None] = {}
         self.next_heartbeat = None if not options.heartbeat else clock() + options.heartbeat
@@ -199,6 +210,7 @@ class Watcher:
             urgent = (row.unread_urgent or 0) if row else 0
             # No earlier count (just adopted, or counts were unavailable): read it, we cannot tell a rise.
             rose = target.last_unread is None or unread > target.last_unread or urgent > (target.last_urgent or 0)
+            self.sink.urgent_arrived(target.name, urgency.rise(target.last_urgent, urgent))
             target.last_unread, target.last_urgent = unread, urgent
             if rose:
                 due.append(target)
@@ -233,7 +245,9 @@ class Watcher:
         explicit = {t.name for t in self.targets.values() if t.explicit}
         unread = {p: c.unread for p, c in counts.items() if p not in explicit}
         if self.opts.stranded_alerts and self.directory:
-            names, detail = alarms.stranded(unread, self.directory)
+            candidates, _ = alarms.stranded(unread, self.directory)
+            delivered = {p for p in candidates if self._delivered(p, unread[p])}
+            names, detail = alarms.stranded({p: n for p, n in unread.items() if p not in delivered}, self.directory)
             self._raise(ACCOUNT, self.stranded.update(names, detail))
         if self.opts.urgent_alerts:
             now = self.clock()
@@ -241,6 +255,22 @@ class Watcher:
             self.urgent_since = {p: self.urgent_since.get(p, now) for p in urgent_now}
             overdue = {p for p, since in self.urgent_since.items() if now - since >= self.opts.urgent_after}
             self._raise(ACCOUNT, self.urgent.update(overdue, f" (unread for over {self.opts.urgent_after:g} s)"))
+
+    def _delivered(self, persona: str, unread: int) -> bool:
+        """Was every unread message this inbox shows delivered by some local consumer? (The server's unread
+        flags never change under peeks.) One peek of its newest page per change of its unread count."""
+        if self.opts.cursors_dir is None:
+            return False
+        known = self.newest_unread.get(persona)
+        if known is None or known[0] != unread:
+            try:
+                page = self.client.inbox(persona)
+            except ApiError:
+                return False  # no evidence: the alarm stands
+            ids = [m.id for m in page.messages if not m.read]
+            known = self.newest_unread[persona] = (unread, max(ids) if ids else None)
+        through = readers.delivered_through(self.opts.cursors_dir, self.client.api_base, persona)
+        return known[1] is not None and through is not None and through >= known[1]
 
     # -- timers ------------------------------------------------------------------------------------
 
@@ -275,7 +305,7 @@ class Watcher:
     # -- main loop ---------------------------------------------------------------------------------
 
     def arm(self) -> None:
-        """Start: learn the directory, take a count baseline, then the first pull of every persona."""
+        """Start: learn the directory, take a count baseline, then announce (`armed`) and pull every persona."""
         if self.opts.all_personas or self.opts.stranded_alerts:
             self.rediscover(announce=False)
         try:
@@ -287,9 +317,10 @@ class Watcher:
         except ApiError:
             pass  # counts unavailable: the notifier's first answer will say so
         for target in list(self.targets.values()):
-            self.pull(target)
+            # `armed` first, with the cursor it starts from: the backlog's `new` events follow it.
             self.emit("armed", target.name, cursor=self._cursor(target),
                       api_base=self.client.api_base, consumer=self.opts.consumer)
+            self.pull(target)
             if target.last_unread is None:
                 target.last_unread, target.last_urgent = 0, 0
 

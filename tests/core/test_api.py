@@ -21,6 +21,7 @@ from kijito_pull.core.models import (
     INEXACT,
     NO_ANSWER,
     ApiError,
+    Untrustworthy,
     parse_inbox,
     parse_notify,
     parse_personas,
@@ -476,10 +477,49 @@ def test_row_not_an_object_is_malformed(bad):
         parse_inbox({"result": [row(1), bad], "next_before_id": None})
 
 
-@pytest.mark.parametrize("mid", [True, False, "12", 12.0, 12.5, -1, None, [12], {"n": 12}], ids=repr)
-def test_id_must_be_a_real_non_negative_integer(mid):
+@pytest.mark.parametrize("mid", [True, False, "12", 12.0, 12.5, None, [12], {"n": 12}], ids=repr)
+def test_id_must_be_a_real_integer(mid):
     with pytest.raises(ApiError, match="`id`"):
         parse_inbox({"result": [row(mid)], "next_before_id": None})
+
+
+@pytest.mark.parametrize("mid", [0, -1, 2**63, 10**20, -(2**63), 10**400],
+                         ids=["0", "-1", "2**63", "10**20", "-2**63", "10**400"])
+def test_an_id_outside_the_contract_range_makes_the_answer_untrustworthy(mid):
+    """Issue 23, item 1: the contract accepts ids 1..2**63-1; anything else is not believed (not malformed:
+    the engine pins a cursor on it instead of failing the pull)."""
+    with pytest.raises(Untrustworthy, match="outside the contract's range") as caught:
+        parse_inbox({"result": [row(5), row(mid)], "next_before_id": None})
+    assert len(str(caught.value)) < 200  # a 400-digit id is not echoed whole
+
+
+@pytest.mark.parametrize("mid", [1, 2**63 - 1])
+def test_the_ends_of_the_contract_range_are_accepted(mid):
+    assert [m.id for m in parse_inbox({"result": [row(mid)], "next_before_id": None}).messages] == [mid]
+
+
+@pytest.mark.parametrize("where", ["envelope", "row"])
+@pytest.mark.parametrize("stated", ["mallory", "Argus", 7, ""], ids=repr)
+def test_an_answer_stating_another_persona_is_untrustworthy(where, stated):
+    """Issue 23, item 3: where the server states a persona and it is not the one asked for."""
+    rows = [row(1), row(2)]
+    envelope = {"result": rows, "next_before_id": None}
+    (rows[1] if where == "row" else envelope)["persona"] = stated
+    with pytest.raises(Untrustworthy, match="not 'argus' as asked"):
+        parse_inbox(envelope, persona="argus")
+
+
+def test_an_answer_stating_the_persona_asked_for_or_none_is_believed():
+    rows = [{**row(1), "persona": "argus"}, {**row(2), "persona": None}, row(3)]
+    page = parse_inbox({"result": rows, "persona": "argus", "next_before_id": None}, persona="argus")
+    assert [m.id for m in page.messages] == [1, 2, 3]
+
+
+def test_the_client_checks_the_persona_it_asked_for(client, mocked):
+    mocked.get(f"{BASE}/api/inbox", json={"result": [{**row(1), "persona": "mallory"}], "persona": "mallory",
+                                          "next_before_id": None})
+    with pytest.raises(Untrustworthy, match="mallory"):
+        client.inbox("argus")
 
 
 def test_missing_id_is_malformed():
@@ -489,11 +529,7 @@ def test_missing_id_is_malformed():
         parse_inbox({"result": [r], "next_before_id": None})
 
 
-def test_id_zero_is_a_valid_id():
-    assert parse_inbox({"result": [row(0)], "next_before_id": None}).messages[0].id == 0
-
-
-def test_huge_ids_are_accepted():
+def test_huge_ids_within_the_range_are_accepted():
     assert parse_inbox({"result": [row(2**62)], "next_before_id": None}).newest_id == 2**62
 
 
@@ -846,10 +882,12 @@ def test_timeouts_passed_to_the_transport(client, mocked):
     mocked.get(NOTIFY, json={"result": []})
     client.inbox("p")
     client.notify_pending(wait=30)
-    assert mocked.calls[0].request.req_kwargs["timeout"] == (5.0, 5.0)
-    # a long poll is held by the server for `wait` seconds: the read timeout is wait + 10
-    connect, read = mocked.calls[1].request.req_kwargs["timeout"]
-    assert read == 40.0 and 0 < connect <= 10.0
+    # (connect, read, total): what is left of the call's 15 s deadline bounds the whole exchange
+    connect, read, total = mocked.calls[0].request.req_kwargs["timeout"]
+    assert (connect, read) == (5.0, 5.0) and 14.0 < total <= 15.0
+    # a long poll is held by the server for `wait` seconds: the read timeout is wait + 10, and so is its deadline
+    connect, read, total = mocked.calls[1].request.req_kwargs["timeout"]
+    assert read == 40.0 and 0 < connect <= 10.0 and 39.0 < total <= 40.0
 
 
 # -- a request sent again (a watch's notify hold and newest-page read on every wake) ------------------

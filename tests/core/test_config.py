@@ -427,3 +427,14 @@ def test_token_precedence_is_flag_then_environment_then_config_file(tmp_path):
     assert config.resolve_token(None, {}, str(config_file)) == "from-config"
     with pytest.raises(config.ConfigError, match="no Kijito token"):
         config.resolve_token(None, {}, None)
+
+
+def test_a_config_token_file_is_named_as_the_config_file_key_not_as_the_flag(tmp_path):
+    config_file = token_file(tmp_path, mode=0o644)
+    with pytest.raises(ConfigError) as info:
+        resolve_token(None, {}, str(config_file))
+    message = str(info.value)
+    assert message.startswith(f"config file token_file {config_file}: readable by other users (mode 0644)")
+    assert "--token-file" not in message
+    with pytest.raises(ConfigError, match=r"^--token-file "):  # the flag's file is still named as the flag
+        resolve_token(str(config_file), {})

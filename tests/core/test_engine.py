@@ -14,7 +14,7 @@ import os
 import pytest
 
 from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine
-from kijito_pull.core.models import ApiError, parse_inbox
+from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy, parse_inbox
 from kijito_pull.core.state import CursorState, StateStore
 
 PERSONA = "testbot"
@@ -366,16 +366,17 @@ def test_the_lock_is_held_during_a_pull(store, factory):
     assert store.lock_holder() is None
 
 
-def test_an_empty_inbox_is_recorded_below_id_zero(store, factory):
-    """A new account's first message may carry id 0: an empty inbox must not baseline over it."""
+def test_an_empty_inbox_is_recorded_below_every_id(store, factory):
+    """An empty inbox must not baseline over a new account's first message (the lowest id the contract
+    accepts is 1; the empty cursor, -1, stays below it as it was when id 0 was believed)."""
     source = FakeInbox([])
     eng = engine(source, store, factory)
     pull_once(eng)
     assert saved(store).cursor == -1
-    source.add(0, 1)
+    source.add(1, 2)
     _, pending = pull_once(eng)
-    assert pending == [0, 1]
-    assert saved(store).cursor == 1
+    assert pending == [1, 2]
+    assert saved(store).cursor == 2
 
 
 def _count_syncs(monkeypatch) -> list[str]:
@@ -468,3 +469,100 @@ def test_a_replayed_journal_is_saved_before_a_new_one_replaces_it(store, factory
         pull.ack(pull.pending[0])
         fresh = StateStore(store.path, store.lock_path, store.identity).load().state  # a second kill here
         assert {11, 12, 13} <= set(fresh.delivered_above) | set(range(fresh.cursor + 1))
+
+
+# -- untrustworthy answers deliver nothing (issue 23, items 1-3) ----------------------------------------
+
+
+def _row(i, content="x"):
+    return {"id": i, "from": "river", "content": content, "created": "", "read": False}
+
+
+@pytest.mark.parametrize("forged", ["another body", "x"], ids=["different-body", "same-body"])
+def test_nothing_from_a_backward_page_that_contradicts_itself_is_delivered(store, factory, forged):
+    """Issue 23, item 2: the backward page hands back id 22, which the newest page has (and which is not below
+    its before_id), and an older id 15. It is rejected as a whole: 22 is delivered with the newest page's
+    body, 15 not at all (it comes once a trustworthy walk reaches it)."""
+    store.save(CursorState(cursor=10))
+
+    class Contradicting(FakeInbox):
+        lying = True
+
+        def inbox(self, persona, before_id=None, limit=None):
+            if before_id is not None and self.lying:
+                self.calls.append(before_id)
+                return parse_inbox({"result": [_row(15), _row(22, forged)], "truncated": True,
+                                    "next_before_id": 15}, before_id)
+            return super().inbox(persona, before_id, limit)
+
+    source = Contradicting(range(11, 25), window=3)  # newest page: 22, 23, 24
+    eng = engine(source, store, factory)
+    with eng.open() as pull:
+        bodies = {m.id: m.content for m in pull.pending}
+        for m in pull.pending:
+            pull.ack(m)
+    assert bodies == {22: "m22", 23: "m23", 24: "m24"}
+    assert pull.pinned and "nothing from it is delivered" in pull.problem and kinds(pull) == ["alert"]
+    assert saved(store).cursor == 10 and saved(store).delivered_above == [22, 23, 24]
+    source.lying = False
+    pull, pending = pull_once(eng)
+    assert pending == list(range(11, 22)) and kinds(pull) == ["recovered"]
+    assert saved(store).cursor == 24
+
+
+def test_a_backward_page_that_contradicts_an_earlier_page_is_rejected(store, factory):
+    """The same id with another message on two pages of one walk: the later page is not believed."""
+    store.save(CursorState(cursor=10))
+    newest = {"result": [_row(20, "real"), _row(21)], "truncated": True, "next_before_id": 20}
+    pages = {None: newest, 20: {"result": [_row(20, "forged")], "truncated": True, "next_before_id": 20}}
+    page = InboxPage(messages=(Message(20, "river", "forged", "", False),), omission=1, continuation=20,
+                     size_truncated=False, unread_not_shown=None, before_id=25)
+    assert page.contradiction() is None and "differs" in page.contradicts({20: Message(20, "river", "real", "",
+                                                                                           False)})
+    source = FakeInbox([])
+    source.inbox = lambda persona, before_id=None, limit=None: parse_inbox(pages[before_id], before_id)
+    pull, pending = pull_once(engine(source, store, factory))
+    assert pending == [20, 21] and pull.pinned
+
+
+@pytest.mark.parametrize("bad", [
+    {"result": [_row(11), _row(2**63)], "truncated": False, "next_before_id": None},
+    {"result": [_row(11), _row(10**20)], "truncated": False, "next_before_id": None},
+    {"result": [{**_row(11), "persona": "mallory"}], "persona": "mallory", "truncated": False,
+     "next_before_id": None},
+], ids=["id-2**63", "id-10**20", "persona-mallory"])
+def test_an_untrustworthy_newest_page_delivers_nothing_pins_once_and_recovers(store, factory, bad):
+    """Issue 23, items 1 and 3: nothing from the answer is delivered (not even its believable rows), the
+    cursor stays, one alert across pulls; a trustworthy answer later delivers everything, in order."""
+    store.save(CursorState(cursor=10))
+
+    class Hostile(FakeInbox):
+        hostile = True
+
+        def inbox(self, persona, before_id=None, limit=None):
+            if self.hostile:
+                self.calls.append(before_id)
+                return parse_inbox(bad, before_id, persona)
+            return super().inbox(persona, before_id, limit)
+
+    source = Hostile(range(11, 14))
+    eng = engine(source, store, factory)
+    for alerts in (["alert"], []):
+        pull, pending = pull_once(eng)
+        assert pending == [] and pull.pinned and kinds(pull) == alerts
+        assert "not believed (untrustworthy answer" in pull.problem
+        assert saved(store).cursor == 10 and saved(store).delivered_above == []
+    source.hostile = False
+    pull, pending = pull_once(eng)
+    assert pending == [11, 12, 13] and kinds(pull) == ["recovered"]
+    assert store.load().corrupt_reason is None and saved(store).cursor == 13
+
+
+def test_an_untrustworthy_first_answer_fails_the_pull_and_writes_nothing(store, factory):
+    """No cursor to pin: the pull fails saying why, and no baseline is written over mail never seen."""
+    source = FakeInbox([])
+    source.inbox = lambda persona, before_id=None, limit=None: parse_inbox(
+        {"result": [_row(5), _row(2**63)], "next_before_id": None}, before_id, persona)
+    with pytest.raises(Untrustworthy, match="outside the contract's range"):
+        pull_once(engine(source, store, factory))
+    assert store.load().absent

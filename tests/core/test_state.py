@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kijito_pull.core import state as state_mod
+from kijito_pull.core.models import MAX_ID
 from kijito_pull.core.state import CursorState, Loaded, LockTimeout, StateError, StateStore, ensure_private_dir
 
 IDENTITY = {"api_base": "https://api.kijito.ai", "persona": "river", "consumer": "agent"}
@@ -615,3 +616,65 @@ def test_a_load_sees_what_another_writer_saved_and_damage_made_in_place(store):
         handle.write(damaged)
     loaded = store.load()
     assert loaded.state is None and "cursor" in loaded.corrupt_reason
+
+
+def test_the_state_file_holds_every_id_the_contract_accepts(store):
+    """Issue 23, item 1: the largest id (2**63 - 1) in every place the state keeps ids loads back as it was
+    (an id of 10**20 once made the remembered-ids list unreadable: every later pull was state_corrupt)."""
+    top = MAX_ID
+    state = CursorState(cursor=top - 3, delivered_above=[top - 1, top],
+                        recent={top - 4: "0123abcd", top - 3: "89abcdef"}, failures={top - 2: 1},
+                        parked={top - 5: {"since": "t", "attempts": 3, "retry": False}})
+    store.save(state)
+    loaded = store.load()
+    assert loaded.corrupt_reason is None and loaded.state == state
+
+
+@pytest.mark.parametrize("field, value", [("cursor", 2**63), ("delivered_above", [2**63])])
+def test_an_id_past_the_contract_range_in_a_state_file_is_corrupt(store, field, value):
+    """A file an older version wrote after believing id 2**63 is not believed either (it is announced and
+    fails closed, as any damaged state)."""
+    store.save(CursorState(cursor=5))
+    doc = json.loads(store.path.read_text())
+    doc[field] = value
+    store.path.write_text(json.dumps(doc))
+    store.previous.unlink(missing_ok=True)
+    loaded = store.load()
+    assert loaded.state is None and loaded.corrupt_reason, loaded
+
+
+def test_a_loose_state_root_is_tightened_with_the_cursors_dir(tmp_path):
+    root = tmp_path / "state"
+    root.mkdir(mode=0o755)
+    os.chmod(root, 0o755)
+    store = StateStore(root / "cursors" / "c.json", root / "cursors" / "c.lock", IDENTITY, root=root)
+    store.save(CursorState(cursor=1))
+    assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(root / "cursors").st_mode) == 0o700
+
+
+def test_a_state_dir_through_a_file_is_one_clear_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    store = StateStore(tmp_path / "file" / "cursors" / "c.json", tmp_path / "file" / "cursors" / "c.lock", IDENTITY)
+    with pytest.raises(StateError, match="cannot be created .*Not a directory"):
+        store.save(CursorState(cursor=1))
+    with pytest.raises(StateError, match="cannot be created"):
+        with store.locked(0.1):
+            pass
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_journal_that_is_not_a_regular_file_is_refused_without_blocking(store, tmp_path, kind):
+    """Issue 23, item 5: never opened through a link, never blocked on (a FIFO's open() would wait for a
+    writer forever, holding the cursor's lock); the load says why instead."""
+    store.save(CursorState(cursor=5))
+    if kind == "fifo":
+        os.mkfifo(store.journal)
+    else:
+        target = tmp_path / "elsewhere"
+        target.write_text("journal whatever\n6\n7\n")
+        store.journal.symlink_to(target)
+    loaded = store.load()
+    assert loaded.state.cursor == 5 and loaded.state.delivered_above == []
+    assert "the ack journal" in loaded.refused and ("regular file" in loaded.refused
+                                                   or "symbolic link" in loaded.refused)

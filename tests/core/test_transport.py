@@ -6,6 +6,7 @@ connection the server closed, and every failure mode are observed on the wire, n
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import socket
@@ -186,6 +187,55 @@ def test_a_server_that_never_answers_times_out(serve):
     assert caught.value.transient and "timed out" in str(caught.value)
 
 
+def trickled_head(step: float = 0.1, count: int = 200) -> list:
+    """A status line, then one header byte every `step` seconds (each well inside the read timeout)."""
+    return [b"HTTP/1.1 200 OK\r\n", *itertools.chain.from_iterable((step, b"X") for _ in range(count))]
+
+
+def test_one_deadline_bounds_a_head_that_trickles_in(serve):
+    """Issue 23, item 4: a header byte every 0.1 s never trips the per-read timeout (1 s); the call's
+    deadline (2 s here) bounds the whole exchange, the head included."""
+    server = serve(lambda head: trickled_head())
+    client = client_for(server.url, timeout=1.0, deadline=2.0)
+    started = time.monotonic()
+    with pytest.raises(ApiError) as caught:
+        client.inbox("p")
+    elapsed = time.monotonic() - started
+    assert 1.5 < elapsed < 3.0, elapsed
+    assert str(caught.value) == "/api/inbox: timed out: no whole answer within 2 s (the server sends too slowly)"
+    assert caught.value.transient
+
+
+def test_the_deadline_spans_every_attempt_of_a_call(serve):
+    """Retries share the one deadline: three attempts against a trickling head still end by it."""
+    server = serve(lambda head: trickled_head())
+    client = KijitoClient(server.url, TOKEN, attempts=3, timeout=1.0, deadline=2.0, sleep=lambda s: None)
+    started = time.monotonic()
+    with pytest.raises(ApiError, match="timed out"):
+        client.inbox("p")
+    assert time.monotonic() - started < 3.0
+    assert len(server.requests) == 1  # the first attempt used it all; none was sent past the deadline
+
+
+def test_one_deadline_bounds_a_body_that_trickles_in(serve):
+    server = serve(lambda head: [b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n",
+                                 *itertools.chain.from_iterable((0.1, b" ") for _ in range(200))])
+    client = client_for(server.url, timeout=1.0, deadline=2.0)
+    started = time.monotonic()
+    with pytest.raises(ApiError, match="took too long to arrive"):
+        client.inbox("p")
+    assert time.monotonic() - started < 3.0
+
+
+def test_an_answer_within_the_deadline_keeps_its_connection(serve):
+    """The deadline changes nothing for a server that answers: the connection is kept and reused."""
+    server = serve(lambda head: [0.05, *ok()])
+    client = client_for(server.url, timeout=1.0, deadline=2.0)
+    for _ in range(3):
+        assert [m.id for m in client.inbox("p").messages] == [1]
+    assert server.connections == 1
+
+
 def test_a_refused_connection_is_a_transient_failure():
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -200,7 +250,10 @@ def test_a_compressed_body_that_was_not_asked_for_is_refused(serve):
     server = serve(lambda head: [b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}"])
     with pytest.raises(ApiError) as caught:
         client_for(server.url).inbox("p")
-    assert str(caught.value) == "/api/inbox: request failed (ContentDecodingError)"
+    # Issue 23, item 7: said in words (it was "request failed (ContentDecodingError)").
+    assert str(caught.value) == ("/api/inbox: the server sent a gzip body, which was not asked for and is not "
+                                 "read (an uncompressed one was asked for: the server or a proxy ignores "
+                                 "Accept-Encoding: identity)")
     assert not caught.value.transient  # the same server would answer the same way
 
 

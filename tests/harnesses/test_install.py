@@ -297,6 +297,18 @@ def test_codex_install_refuses_without_codex_unless_told(m):
     assert "`codex` is not on PATH: run `kijito-pull install codex --project --trust` once it is" in out
 
 
+@pytest.mark.parametrize("harness", ["codex", "claude", "pi"])
+def test_a_dry_run_without_the_harness_command_agrees_for_every_harness(m, harness):
+    """Without the harness's own command a dry run exits 0 and says the real install would stop there
+    (Codex used to exit 2 where Claude Code and pi said so); nothing is written either way."""
+    (m.bin / "codex").unlink()
+    before = tree(m.root)
+    code, out, err = m.run("install", harness, "--project", "--dry-run")
+    assert (code, err) == (0, ""), err
+    assert f"the `{harness}` command is not on PATH: the real install would stop here" in out
+    assert tree(m.root) == before
+
+
 def test_codex_refuses_a_file_it_cannot_parse(m):
     path = m.project / ".codex" / "hooks.json"
     path.parent.mkdir()

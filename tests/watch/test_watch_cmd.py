@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.clirunner import Cli
+from tests.waiting import until
 from tests.watchrunner import WatchProc
 
 TOKEN = "watch-token-0b9d"
@@ -38,6 +39,18 @@ def notify_requests(sb):
     return [r for r in sb.requests if r["path"] == "/api/notify/pending"]
 
 
+def test_armed_comes_before_the_backlog_it_announces(sb, cli, watches):
+    waiting = [sb.send(to="P", sender="Q", content=f"backlog {i}") for i in range(2)]
+    w = start(watches, cli, "--persona", "P")
+    w.new("backlog 1")
+    assert [(e["event"], e.get("id")) for e in w.events[:3]] == [("armed", None), ("new", waiting[0]),
+                                                                 ("new", waiting[1])]
+    assert w.events[0]["cursor"] is None  # first contact: it starts from no cursor
+    w.stop()
+    again = start(watches, cli, "--persona", "P")
+    assert again.wait_for(lambda e: e["event"] == "armed")["cursor"] == waiting[1]
+
+
 def test_a_message_sent_during_a_held_long_poll_produces_its_event(sb, cli, watches):
     early = sb.send(to="P", sender="Q", content="waiting before start")
     w = start(watches, cli, "--persona", "P")
@@ -56,6 +69,7 @@ def test_a_message_sent_during_a_held_long_poll_produces_its_event(sb, cli, watc
 def test_idle_watch_sends_only_long_polls(sb, cli, watches):
     w = start(watches, cli, "--persona", "A", "--persona", "B", "--persona", "C")
     w.wait_for(lambda e: e["event"] == "armed" and e["persona"] == "C")
+    assert until(lambda: any(r["query"].get("wait") for r in notify_requests(sb)))  # armed, pulled, long-polling
     sb.clear_requests()
     mid = sb.send(to="B", sender="Q", content="only B has mail")
     w.new("only B has mail")
@@ -303,6 +317,7 @@ def test_per_persona_events_files(sb, cli, watches, tmp_path):
 def test_format_line_is_for_people(sb, cli, watches):
     sb.send(to="P", sender="river", content="\x1b[2Jhello\nworld")
     w = start(watches, cli, "--persona", "P", "--format", "line")
+    assert "armed" in w.lines.get(timeout=10)
     line = w.lines.get(timeout=10)
     assert "river" in line and "hello" in line and "\x1b" not in line and line.count("\n") == 1
 
@@ -363,7 +378,14 @@ def test_heartbeat_and_clean_signals(sb, cli, watches):
     sb.send(to="P", sender="Q", content="after hup")
     w.new("after hup")
     started = time.monotonic()
-    assert w.stop(signal.SIGINT) == 0 and time.monotonic() - started < 3
+    assert w.stop(signal.SIGINT) == 130 and time.monotonic() - started < 3  # Ctrl-C: 130, as documented
+    assert "kijito-pull: interrupted" in "".join(w.stderr_lines) and "Traceback" not in "".join(w.stderr_lines)
+
+
+def test_sigterm_is_a_clean_stop_with_status_0(sb, cli, watches):
+    w = start(watches, cli, "--persona", "P")
+    w.wait_for(lambda e: e["event"] == "armed")
+    assert w.stop(signal.SIGTERM) == 0
 
 
 def test_stranded_mail_alarm_and_its_own_silencer(sb, cli, watches):
@@ -380,6 +402,24 @@ def test_stranded_mail_alarm_and_its_own_silencer(sb, cli, watches):
     urgent = silenced.wait_for(lambda e: e["event"] == "alert" and "urgent" in e["reason"], timeout=8)
     assert urgent["urgent_inboxes"] == ["loom"]
     assert not [e for e in silenced.events if e["event"] == "alert" and "stranded" in e["reason"]]
+
+
+def test_mail_that_consumers_already_delivered_is_not_called_stranded(sb, cli, watches):
+    sb.add_persona("Loom", memory_count=3)
+    sb.add_persona("river", memory_count=1)
+    sb.send(to="loom", sender="river", content="delivered twice")
+    assert cli("--once", "--json", "--persona", "loom").new_ids  # two consumers took it; the server's
+    assert cli("--once", "--json", "--persona", "loom", "--consumer", "script").new_ids  # unread flag stays
+    w = start(watches, cli, "--persona", "river", "--wait", "1")
+    w.wait_for(lambda e: e["event"] == "armed")
+    assert until(lambda: len(notify_requests(sb)) >= 4)  # several answers judged, loom's unread count among them
+    assert not [e for e in w.events if e["event"] == "alert" and "stranded" in e["reason"]]
+    sb.send(to="loom", sender="river", content="nobody took this one")
+    alert = w.wait_for(lambda e: e["event"] == "alert" and "stranded" in e["reason"], timeout=8)
+    assert alert["stranded_inboxes"] == ["loom"]
+    assert cli("--once", "--json", "--persona", "loom", "--consumer", "script").new_ids  # now someone took it
+    recovered = w.wait_for(lambda e: e["event"] == "recovered" and "stranded" in e["reason"], timeout=8)
+    assert recovered["stranded_inboxes"] == []
 
 
 def test_self_test_passes_and_fails_honestly(sb, cli, tmp_path):

@@ -5,7 +5,7 @@ kijito_pull.doctor after every harness's wiring finding.
 
 from __future__ import annotations
 
-from kijito_pull.doctor import OK, WARN, Context, Finding
+from kijito_pull.core.findings import OK, WARN, Context, Finding
 from kijito_pull.harnesses.base import INTERACTIVE
 from kijito_pull.harnesses.claude.gate import SESSION_ENV, detect_mode
 from kijito_pull.harnesses.session import lifecycle

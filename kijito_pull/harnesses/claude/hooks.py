@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from kijito_pull.core import config, process, render
+from kijito_pull.core import config, process, render, urgency
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
@@ -49,8 +49,8 @@ from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.base import INTERACTIVE
 from kijito_pull.harnesses.claude import host as claude_host
 from kijito_pull.harnesses.claude import inbox_socket
-from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, PUSHER, SESSION_END, SESSION_START, STOP, WAKER
-from kijito_pull.harnesses.claude.push import Pusher, push_holder_key
+from kijito_pull.harnesses.claude.gate import DOORBELL, PROMPT, PUSHER, WAKER
+from kijito_pull.harnesses.claude.push import Pusher
 from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_TIMEOUT: read by tests and benches
     BUDGET_ENV,
     DEFAULT_BUDGET,
@@ -87,40 +87,35 @@ def sync_key(data: Mapping[str, Any]) -> str:
     return "|".join(str(data.get(k) or "") for k in ("hook_event_name", "source", "prompt_id"))
 
 
-def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
-    """Run one hook. Never raises, never prints a traceback: problems are one stderr line and exit 0."""
-    if inp.hook in (WAKER, PUSHER):
-        try:
-            return run_waker(inp, env) if inp.hook == WAKER else run_pusher(inp, env)
-        except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-            say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged")
-            return 0
-    if inp.hook == SESSION_END:
-        return session_end(inp, env)
-    handler = {SESSION_START: session_start, STOP: handover.stop, PROMPT: prompt}[inp.hook]
+def _synced(inp: HookInput, env: Environment) -> Callable[[], None]:
+    """After SessionStart or Stop: note that this hook event ran (its waker sibling reads it)."""
 
-    def synced() -> None:
-        if inp.hook in (SESSION_START, STOP) and inp.session_id:
+    def note() -> None:
+        if inp.session_id:
             try:
                 lifecycle.write_synced(env.environ, inp.session_id, sync_key(inp.data))
             except lifecycle.LifecycleError:
                 pass
 
-    return handover.answer(inp, env, handler, exit_fn=exit_fn, after=synced)
+    return note
 
 
-def session_end(inp: HookInput, env: Environment) -> int:
-    """SessionEnd (the gate ended the waker): what this session was handed and its transcript shows is
-    confirmed, the rest is unseen again at once, so the next session gets it."""
-    try:
-        also = {push_holder_key(inp.session_id): PUSH_READER} if inp.session_id else {}
-        handover.confirm_at_end(inp, env.environ, also=also)
-        if inp.session_id:  # also when the input named no transcript
-            lifecycle.handed_marker(env.environ, inp.session_id).unlink(missing_ok=True)
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "
-                        f"they are claimed back when their deadline passes")
-    return 0
+# -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.claude.HARNESS) ---------------------
+
+
+def on_session_start(inp: HookInput, env: Environment) -> int:
+    """claude-session-start: waiting mail as the session's context."""
+    return handover.answer(inp, env, session_start, after=_synced(inp, env))
+
+
+def on_stop(inp: HookInput, env: Environment) -> int:
+    """claude-stop: unseen mail blocks the stop (bounded, handover.stop)."""
+    return handover.answer(inp, env, handover.stop, after=_synced(inp, env))
+
+
+def on_prompt(inp: HookInput, env: Environment) -> int:
+    """claude-prompt: the mail a doorbell announced, handed to the turn it started."""
+    return handover.answer(inp, env, prompt)
 
 
 def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
@@ -393,6 +388,7 @@ class Waker:
         failures = 0
         quiet = 0
         last_unread: int | None = None
+        last_urgent: int | None = None
         while not self._stop.is_set():
             if self.pusher is not None:
                 due = self._check_pushes() or due
@@ -401,6 +397,8 @@ class Waker:
             if due:
                 try:
                     pending = self.peek()
+                    if self.pusher is not None:
+                        self.pusher.urgent.found(self.persona, pending)  # the mail an urgent rise announced
                     if self.pusher is not None and any(self.pusher.wanted(m) for m in pending):
                         self._doubt()
                         self.pusher.push()
@@ -434,8 +432,12 @@ class Waker:
                 counts = protocol.on_success(self.notify_client.notify_pending(wait=wait, cursor=cursor))
                 row = next((c for c in counts.result.counts if c.persona == self.persona), None)
                 unread = row.unread if row else 0
-                rose = last_unread is not None and unread > last_unread
-                last_unread = unread
+                urgent = (row.unread_urgent or 0) if row else 0
+                arrived = urgency.rise(last_urgent, urgent)
+                if self.pusher is not None:
+                    self.pusher.urgent.arrived(self.persona, arrived)
+                rose = (last_unread is not None and unread > last_unread) or arrived > 0
+                last_unread, last_urgent = unread, urgent
                 quiet += 1
                 if counts.advanced or rose or quiet >= WAKER_RESYNC:
                     due, quiet = True, 0

@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping
 
 from kijito_pull.core.paths import Paths
+from kijito_pull.harnesses.claude import HARNESS
 from kijito_pull.harnesses.session import lifecycle
 
 WAKER_ENV = "KIJITO_PULL_CLAUDE_WAKER"
@@ -67,7 +68,7 @@ def has_feature(path: str, feature: bytes = FEATURE) -> bool | None:
 
 
 def _cache_path(environ: Mapping[str, str]) -> str:
-    return str(Paths(environ).claude_hosts_cache)
+    return str(Paths(environ).host_facts(HARNESS.name))
 
 
 def supports_rewake(path: str, environ: Mapping[str, str]) -> bool | None:
@@ -79,7 +80,7 @@ def supports_rewake(path: str, environ: Mapping[str, str]) -> bool | None:
         return None
     key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
     cache_file = Path(_cache_path(environ))
-    cache = lifecycle._read_json(cache_file) or {}
+    cache = lifecycle.read_json(cache_file) or {}
     known = cache.get(key)
     if isinstance(known, bool):
         return known
@@ -88,7 +89,7 @@ def supports_rewake(path: str, environ: Mapping[str, str]) -> bool | None:
         cache = {k: v for k, v in cache.items() if not k.startswith(f"{path}|")}
         cache[key] = found
         with contextlib.suppress(lifecycle.LifecycleError):
-            lifecycle._write_json(cache_file, cache)
+            lifecycle.write_json(cache_file, cache)
     return found
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from kijito_pull.core import render
+from kijito_pull.core import render, urgency
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import Engine
 from kijito_pull.core.models import Message
@@ -76,7 +76,7 @@ class _PushSink(BatchSink):
         return [m for m in pending if self.pusher.wanted(m)]
 
     def compose(self, persona: str, messages: Sequence[Message]) -> tuple[str, list[Message]] | None:
-        return self.pusher.fit(list(messages), [SOCKET_NOTE, *self.notes])
+        return self.pusher.fit(list(messages), [SOCKET_NOTE, *self.pusher.urgent_notes(list(messages)), *self.notes])
 
     def before_hand_over(self, shown: Sequence[Message]) -> None:
         self.pusher.mark_handed()  # SessionEnd then settles whatever is pending
@@ -115,11 +115,20 @@ class Pusher:
         self.refused: str | None = None  # why this pusher stopped pushing
         self.max_text = max_text  # the longest text one socket message may carry
         self.set_aside: set[int] = set()  # too long to push even alone: the doorbell or Stop hook hands it over
+        #: urgent mail the waker saw notify/pending's `unread_urgent` announce (rows carry no flag): it
+        #: may interrupt under the `urgent` policy, and the push says urgent mail is among it
+        self.urgent = urgency.Arrivals()
 
     def wanted(self, message: Message) -> bool:
-        """Is this message pushed: may it reach the agent mid-turn (the project's interrupt policy), and
-        does it fit in a socket message?"""
-        return message.id not in self.set_aside and may_interrupt(self.policy, message.urgent)
+        """Is this message pushed: may it reach the agent mid-turn (the project's interrupt policy, with the
+        urgency the counts announced), and does it fit in a socket message?"""
+        urgent = True if self.urgent.marked(self.persona, message) else message.urgent
+        return message.id not in self.set_aside and may_interrupt(self.policy, urgent)
+
+    def urgent_notes(self, batch: list[Message]) -> list[str]:
+        """The push's note that urgent mail is among `batch`, if the counts said so."""
+        note = self.urgent.note(self.persona, batch)
+        return [note] if note else []
 
     @property
     def waiting(self) -> bool:

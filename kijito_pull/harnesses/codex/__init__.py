@@ -11,18 +11,22 @@ HARNESS = Harness(
     executable="codex",
     hooks=(
         Hook("codex-session-start", "SessionStart", "Codex SessionStart: waiting mail as additionalContext "
-                                                    "(`{}` when none);\nin an interactive session, arms its watcher"),
-        Hook("codex-stop", "Stop", "Codex Stop: unseen mail blocks the stop, as claude-stop (`{}` when none)"),
-        Hook("codex-session-end", "SessionEnd", "Codex SessionEnd: settles the session's hand-overs, ends its watcher"),
+                                                    "(`{}` when none);\nin an interactive session, arms its watcher",
+             handler="kijito_pull.harnesses.codex.hooks:on_session_start"),
+        Hook("codex-stop", "Stop", "Codex Stop: unseen mail blocks the stop, as claude-stop (`{}` when none)",
+             handler="kijito_pull.harnesses.codex.hooks:on_stop"),
+        Hook("codex-session-end", "SessionEnd", "Codex SessionEnd: settles the session's hand-overs, ends its watcher",
+             handler="kijito_pull.harnesses.handover:session_end"),
         Hook("codex-watch", "SessionStart", "the watcher codex-session-start starts for an interactive session "
-                                            "(not installed\nas a hook): new mail wakes it through `codex queue`"),
+                                            "(not installed\nas a hook): new mail wakes it through `codex queue`",
+             handler="kijito_pull.harnesses.codex.hooks:on_watch"),
     ),
     nothing="{}\n",  # Codex rejects empty stdout on some events
     mode=None,  # told from the session's rollout, not the environment (kijito_pull.harnesses.codex.session)
-    runtime="kijito_pull.harnesses.codex.hooks:run",
     # Codex's rollout records SessionStart context, Stop-block reasons and queued messages (measured on
     # 0.171.0, docs/codex.md): a hand-over is pending until the rollout shows it.
     confirmation=TRANSCRIPT,
+    holders=(("codex-queue", "queue"),),  # the session's watcher (codex/watcher.py), with its own rollout reader
     installer="kijito_pull.harnesses.codex.installer",
     install_help="Codex: SessionStart, Stop and SessionEnd hooks in hooks.json (--trust records Codex's trust)",
     project=REPOSITORY,  # Codex looks for <repository>/.codex/hooks.json

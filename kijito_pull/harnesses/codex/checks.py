@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kijito_pull.doctor import FAIL, OK, WARN, Context, Finding
+from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
+from kijito_pull.harnesses import installkit
 from kijito_pull.harnesses.codex import installer, trust
 
 CHECK = "codex.trust"
@@ -22,12 +23,12 @@ def check_trust(ctx: Context) -> Finding:
         return Finding(CHECK, OK, "no kijito-pull hooks in Codex's hooks.json here; nothing to check")
     codex = installer.codex_path(ctx.environ)
     files = [Path(w.path) for w in wired]
-    scope = "--project" if any(w.scope == installer.PROJECT for w in wired) else "--user"
+    scope = "--project" if any(w.scope == installkit.PROJECT for w in wired) else "--user"
     if codex is None:
         return Finding(CHECK, WARN, "kijito-pull's Codex hooks are installed, but `codex` is not on PATH, so whether "
                                     "Codex trusts them cannot be asked",
                        "put `codex` on PATH (or set $KIJITO_PULL_CODEX) and run doctor again")
-    project = installer.common.project_root(ctx.cwd)
+    project = installkit.project_root(ctx.cwd)
     try:
         found = trust.look(codex, str(project), ctx.environ, files, is_ours=installer.is_ours)
     except trust.AppServerError as exc:

@@ -25,8 +25,6 @@ pending until the session's rollout shows it), behind the same opt-in gate as ev
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
@@ -44,26 +42,28 @@ WAKE_SENTENCE = ("New mail for {persona} reaches this session by itself while it
                  "as a message of its own (`codex queue`), so it arrives as the next turn.")
 
 
-def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
-    """Run one Codex hook. Always exit 0 with one JSON object on stdout (`{}` for nothing); never raises."""
-    if inp.hook == WATCH:
-        from kijito_pull.harnesses.codex import watcher
+# -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.codex.HARNESS) ----------------------
 
-        try:
-            return watcher.run(inp, env)
-        except Exception as exc:  # noqa: BLE001 - a watcher must never leave a traceback behind
-            say(env.stderr, f"{inp.hook}: internal error ({type(exc).__name__}: {exc}); not watching")
-            return 0
-    if inp.hook == SESSION_END:
-        session_end(inp, env)
-        env.stdout.write(inp.harness.nothing if inp.harness is not None else "{}\n")
-        return 0
-    if inp.hook == SESSION_START:
-        handover.answer(inp, env, session_start, exit_fn=exit_fn)
-        arm_watcher(inp, env)
-        return 0
-    handover.answer(inp, env, handover.stop, exit_fn=exit_fn)
+
+def on_session_start(inp: HookInput, env: Environment) -> int:
+    """codex-session-start: waiting mail as the session's context; then, in an interactive session, its
+    watcher is armed (after the answer is written)."""
+    handover.answer(inp, env, session_start)
+    arm_watcher(inp, env)
     return 0
+
+
+def on_stop(inp: HookInput, env: Environment) -> int:
+    """codex-stop: unseen mail blocks the stop (bounded, handover.stop)."""
+    handover.answer(inp, env, handover.stop)
+    return 0
+
+
+def on_watch(inp: HookInput, env: Environment) -> int:
+    """codex-watch: the session's one watcher (started by codex-session-start, never by Codex)."""
+    from kijito_pull.harnesses.codex import watcher
+
+    return watcher.run(inp, env)
 
 
 def session_start(inp: HookInput, env: Environment, out: handover.Output) -> int:
@@ -101,20 +101,3 @@ def arm_watcher(inp: HookInput, env: Environment) -> None:
                         f"not be started ({exc}); new mail waits for the next turn's end")
         return
     say(env.stderr, f"{inp.hook}: session {sid}: watcher started (pid {pid}); its log: {log}")
-
-
-def session_end(inp: HookInput, env: Environment) -> None:
-    """End the session's watcher, then settle what the session was handed: what its rollout shows is
-    confirmed, the rest is unseen again at once, so the next session gets it."""
-    from kijito_pull.harnesses.codex import watcher
-
-    sid = inp.session_id
-    if sid is None:
-        return
-    try:
-        lifecycle.end_session(env.environ, sid)
-        handover.confirm_at_end(inp, env.environ, also={watcher.queue_holder_key(sid): watcher.READER})
-        lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "
-                        f"they are claimed back when their deadline passes")

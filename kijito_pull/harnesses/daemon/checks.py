@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from kijito_pull.core import paths
-from kijito_pull.doctor import FAIL, OK, WARN, Context, Finding, _shown, shown_where
+from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding, shown, shown_where
 from kijito_pull.harnesses.daemon import installer
 from kijito_pull.harnesses.daemon.supervision import DAEMON_CONSUMER
 
@@ -102,7 +102,7 @@ def check_consumer(ctx: Context) -> Finding:
         how = (f"with no --consumer, so with consumer {agents} (the config file's, else the default)"
                if unit.consumer is None else f"with --consumer {agents}")
         return Finding("daemon.consumer", FAIL,
-                       f"the daemon at {_shown(unit.path, ctx.environ)} watches {persona} {how}, the agent harnesses' "
+                       f"the daemon at {shown(unit.path, ctx.environ)} watches {persona} {how}, the agent harnesses' "
                        f"consumer, and an agent harness serves {persona} ({served[persona]}): they share one cursor, "
                        f"the first to pull takes the mail, and what the daemon takes goes to its events file, never "
                        f"to the agent"

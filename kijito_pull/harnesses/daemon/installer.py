@@ -276,6 +276,22 @@ def _token_note(system: str, environ: Mapping[str, str]) -> str | None:
             f"    (umask 077; printf '%s\\n' \"$KIJITOMON_TOKEN\" > {shlex.quote(str(path))})")
 
 
+def _api_base_note(environ: Mapping[str, str]) -> str:
+    """The API base the service will use: its command has no --api-base and the supervisor does not pass on
+    this shell's $KIJITO_BASE, so it is the config file's api_base, else the default."""
+    try:
+        file_value = config.load_config_file(environ).get("api_base")
+        base = config.resolve_api_base(None, {}, file_value)
+    except config.ConfigError as exc:
+        return f"API base: none usable ({exc}); the service exits with status 2 until that is fixed"
+    note = f"API base: {base} ({'the config file' if file_value else 'the default'}"
+    shell = environ.get(config.BASE_ENV, "").strip()
+    if shell and shell.rstrip("/") != base:
+        note += (f"; ${config.BASE_ENV}={shell} in this shell does not reach the service: put "
+                 f"api_base = \"{shell}\" in the config file to use it")
+    return note + ")"
+
+
 def add_arguments(parser: Any, action: str) -> None:
     parser.add_argument("--persona", metavar="NAME",
                         help="the persona to watch (default: $KIJITO_PERSONA, else this project's)")
@@ -367,6 +383,7 @@ def install(request: InstallRequest) -> Outcome:
     note = _token_note(system, environ)
     if note:
         outcome.notes.append(note)
+    outcome.notes.append(_api_base_note(environ))
     if running:
         outcome.commands = []
         outcome.result = Result.ALREADY_INSTALLED

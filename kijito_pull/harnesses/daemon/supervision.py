@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import sys
 from collections.abc import Sequence
 from importlib import resources
 from xml.sax.saxutils import escape
 
+from kijito_pull.harnesses.installkit import this_command
 from kijito_pull.sinks.eventsfile import safe_name
 
 SYSTEMD_UNIT = "kijito-pull@.service"
@@ -47,18 +46,8 @@ _LAYOUT = {
 _LAUNCHD_LOG = "Library/Logs/kijito-pull.{name}.log"
 
 def default_command() -> list[str]:
-    """The command that runs this installation of kijito-pull, as absolute argv words.
-
-    The `kijito-pull` script beside this interpreter first (the installation doing the rendering,
-    also under pipx), else the one on PATH, else `python -m kijito_pull` with this interpreter.
-    """
-    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "kijito-pull")
-    if os.path.isfile(beside) and os.access(beside, os.X_OK):
-        return [beside]
-    found = shutil.which("kijito-pull")
-    if found:
-        return [os.path.abspath(found)]
-    return [os.path.abspath(sys.executable), "-m", "kijito_pull"]
+    """The command that runs this installation of kijito-pull (installkit.this_command, the one place)."""
+    return this_command()
 
 
 def _command(executable: str | Sequence[str] | None) -> list[str]:

@@ -19,11 +19,13 @@ instead of re-implementing it, whatever `--content-chars` clipped `content` to (
 With an interrupt policy (`watch --ack-stdin --interrupt all|urgent|turn-end`, the project's `inbox
 interrupt:` line, which the extension reads from `kijito-pull optin --json`), each `new` event also
 carries `deliver_as`: `"steer"` for mail the policy lets reach the agent in the middle of a run
-(`optin.may_interrupt` with the message's `urgent`), `"followUp"` for mail that waits for the run's
-end. The words are pi's `sendUserMessage` options, so the extension passes them on as they are. Without
-a policy the field is left out and the controller decides (an extension that predates it sends every
-message as a followUp, the behaviour before there was a policy); the acknowledgement rule is the same
-either way.
+(`optin.may_interrupt` with the message's urgency), `"followUp"` for mail that waits for the run's
+end. Inbox rows carry no urgent flag: a rise of the persona's `unread_urgent` count, which the watch
+loop passes on (`urgent_arrived`), marks the mail of the pull that finds it (core/urgency.py
+`Arrivals`), and its `text` then says urgent mail is among it. The words are pi's `sendUserMessage`
+options, so the extension passes them on as they are. Without a policy the field is left out and the
+controller decides (an extension that predates it sends every message as a followUp, the behaviour
+before there was a policy); the acknowledgement rule is the same either way.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import IO
 
-from kijito_pull.core import render
+from kijito_pull.core import render, urgency
 from kijito_pull.core.models import Message
 from kijito_pull.core.sink import CLOSED, PULL_NOW
 from kijito_pull.harnesses.session.optin import may_interrupt
@@ -95,12 +98,24 @@ class AckSink(NdjsonSink):
         self.timeout = timeout
         self.errors = errors
         self.interrupt = interrupt  # an optin.INTERRUPT_POLICIES value, or None: no deliver_as
+        self.urgent = urgency.Arrivals()  # urgent mail the watch loop saw the counts announce
+        self._batch: dict[str, list[Message]] = {}  # each persona's current pull, for the urgency note
+
+    def urgent_arrived(self, persona: str, count: int) -> None:
+        self.urgent.arrived(persona, count)
+
+    def begin(self, persona: str, messages: Sequence[Message]) -> None:
+        self.urgent.found(persona, messages)
+        self._batch[persona] = list(messages)
 
     def deliver(self, event: dict, message: Message) -> bool:
+        persona = event.get("persona") or ""
         if message is not None and event.get("event") == "new" and "content" in event:  # not with --no-content
-            event = dict(event, text=render.for_model(event.get("persona") or "", [message]))
+            note = self.urgent.note(persona, self._batch.get(persona) or [message]) \
+                if self.urgent.marked(persona, message) else ""
+            event = dict(event, text=render.for_model(persona, [message], extra_notes=[note] if note else ()))
         if message is not None and event.get("event") == "new" and self.interrupt is not None:
-            steer = may_interrupt(self.interrupt, message.urgent)
+            steer = may_interrupt(self.interrupt, True if self.urgent.marked(persona, message) else message.urgent)
             event = dict(event, deliver_as="steer" if steer else "followUp")
         if not super().deliver(event, message):
             return False

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import signal
+import stat
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -120,16 +121,28 @@ def stops_dir(environ: Mapping[str, str]) -> Path:
     return Paths(environ).stops_dir
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A small private JSON object file (at most 64 KiB); None when it is missing or unreadable, or not a
+    regular file (opened without following a link and without blocking: a FIFO there never hangs us)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             data = json.loads(handle.read(65536).decode("utf-8"))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     return data if isinstance(data, dict) else None
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write a small JSON object file atomically, 0600, in a private directory."""
     _private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -220,7 +233,7 @@ def lease_path(environ: Mapping[str, str], session_id: str) -> Path:
 
 
 def read_lease(environ: Mapping[str, str], session_id: str) -> dict[str, Any] | None:
-    return _read_json(lease_path(environ, session_id))
+    return read_json(lease_path(environ, session_id))
 
 
 def live_lease(environ: Mapping[str, str], session_id: str) -> dict[str, Any] | None:
@@ -240,7 +253,7 @@ def _records(directory: Path) -> list[dict[str, Any]]:
         names = sorted(n for n in os.listdir(directory) if n.endswith(".json") and not n.startswith("."))
     except OSError:
         return []
-    return [record for record in (_read_json(directory / name) for name in names) if record is not None]
+    return [record for record in (read_json(directory / name) for name in names) if record is not None]
 
 
 def all_leases(environ: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -262,7 +275,7 @@ def acquire(environ: Mapping[str, str], session_id: str, *, project: str, person
     """
     superseded: list[dict[str, Any]] = []
     with _locked(environ) as directory:
-        current = _read_json(directory / f"{session_id}.json")
+        current = read_json(directory / f"{session_id}.json")
         if current is not None and alive(current.get("pid"), current.get("pid_start")):
             if current.get("pid") != me.pid:
                 return Outcome(Result.ALREADY_ARMED, session_id, f"waker pid {current.get('pid')}",
@@ -276,7 +289,7 @@ def acquire(environ: Mapping[str, str], session_id: str, *, project: str, person
                   and lease.get("host_start") == host.start):
                 _unlink(directory / f"{lease['session_id']}.json")
                 superseded.append(lease)
-        _write_json(directory / f"{session_id}.json", {
+        write_json(directory / f"{session_id}.json", {
             "session_id": session_id, "pid": me.pid, "pid_start": me.start,
             "host_pid": host.pid if host else None, "host_start": host.start if host else None,
             "project": project_key(project), "persona": persona, "armed_at": _now(), "source": source,
@@ -305,7 +318,7 @@ def release(environ: Mapping[str, str], session_id: str, me: Proc) -> bool:
 def end_session(environ: Mapping[str, str], session_id: str) -> Outcome:
     """The session is over (SessionEnd, /clear): end its waker and forget its per-session files."""
     with _locked(environ) as directory:
-        lease = _read_json(directory / f"{session_id}.json")
+        lease = read_json(directory / f"{session_id}.json")
         _unlink(directory / f"{session_id}.json")
         for suffix in (".rung", ".blocks", ".synced", ".transcript", ".push-transcript", ".push", ".current"):
             _unlink(directory / f"{session_id}{suffix}")
@@ -339,7 +352,7 @@ def end_wakers(environ: Mapping[str, str], *, project: str | None = None, person
 
 
 def _counter(environ: Mapping[str, str], session_id: str, suffix: str, key: str) -> int:
-    data = _read_json(sessions_dir(environ) / f"{session_id}{suffix}")
+    data = read_json(sessions_dir(environ) / f"{session_id}{suffix}")
     value = data.get(key) if data else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
@@ -347,7 +360,7 @@ def _counter(environ: Mapping[str, str], session_id: str, suffix: str, key: str)
 def read_blocks(environ: Mapping[str, str], session_id: str, prompt_id: str | None = None) -> int:
     """Consecutive Stop blocks of the turn `prompt_id` (Claude Code keeps a turn's prompt_id across
     the continuations its Stop blocks cause; a new prompt or wake has a new one)."""
-    data = _read_json(sessions_dir(environ) / f"{session_id}.blocks")
+    data = read_json(sessions_dir(environ) / f"{session_id}.blocks")
     if not data or data.get("prompt_id") != prompt_id:
         return 0
     value = data.get("consecutive")
@@ -359,7 +372,7 @@ def write_blocks(environ: Mapping[str, str], session_id: str, count: int, prompt
     if count <= 0:
         _unlink(path)
     else:
-        _write_json(path, {"consecutive": count, "prompt_id": prompt_id, "at": _now()})
+        write_json(path, {"consecutive": count, "prompt_id": prompt_id, "at": _now()})
 
 
 def read_rung(environ: Mapping[str, str], session_id: str) -> int:
@@ -367,23 +380,23 @@ def read_rung(environ: Mapping[str, str], session_id: str) -> int:
 
 
 def write_rung(environ: Mapping[str, str], session_id: str, through: int) -> None:
-    _write_json(sessions_dir(environ) / f"{session_id}.rung", {"through": through, "at": _now()})
+    write_json(sessions_dir(environ) / f"{session_id}.rung", {"through": through, "at": _now()})
 
 
 def write_synced(environ: Mapping[str, str], session_id: str, key: str) -> None:
     """A synchronous hook of one event is done with its pull (the waker of the same event waits for it)."""
-    _write_json(sessions_dir(environ) / f"{session_id}.synced", {"key": key, "at": time.time()})
+    write_json(sessions_dir(environ) / f"{session_id}.synced", {"key": key, "at": time.time()})
 
 
 def write_push_mode(environ: Mapping[str, str], session_id: str, pushing: bool, why: str) -> None:
     """Record whether the session's waker pushes through the inbox socket (and why, or why not)."""
     with contextlib.suppress(LifecycleError):
-        _write_json(sessions_dir(environ) / f"{session_id}.push", {"pushing": pushing, "why": why[:300],
+        write_json(sessions_dir(environ) / f"{session_id}.push", {"pushing": pushing, "why": why[:300],
                                                                     "at": _now()})
 
 
 def read_push_mode(environ: Mapping[str, str], session_id: str) -> dict[str, Any] | None:
-    return _read_json(sessions_dir(environ) / f"{session_id}.push")
+    return read_json(sessions_dir(environ) / f"{session_id}.push")
 
 
 # -- "current as of": what a live waker knows, so a hook with nothing new need not ask the server --------------
@@ -407,7 +420,7 @@ def write_current(environ: Mapping[str, str], session_id: str, *, me: Proc, pers
     """The session's waker vouches: until `until` (epoch seconds), while it lives and `files` (the cursor's
     state file and ack journal) still have `stamp`, there is no unseen mail and nothing pending for `persona`."""
     with contextlib.suppress(LifecycleError):
-        _write_json(sessions_dir(environ) / f"{session_id}.current", {
+        write_json(sessions_dir(environ) / f"{session_id}.current", {
             "pid": me.pid, "pid_start": me.start, "persona": persona, "files": files, "stamp": stamp,
             "until": until})
 
@@ -420,7 +433,7 @@ def clear_current(environ: Mapping[str, str], session_id: str) -> None:
 def nothing_new(environ: Mapping[str, str], session_id: str, persona: str) -> bool:
     """True only when the session's live waker vouches that there is nothing new (write_current) and
     nothing it vouched on has changed since. Any doubt is False: the hook then pulls as usual."""
-    data = _read_json(sessions_dir(environ) / f"{session_id}.current")
+    data = read_json(sessions_dir(environ) / f"{session_id}.current")
     if not data or data.get("persona") != persona:
         return False
     until, files, stamp = data.get("until"), data.get("files"), data.get("stamp")
@@ -440,7 +453,7 @@ def handed_marker(environ: Mapping[str, str], session_id: str) -> Path:
 
 def read_synced(environ: Mapping[str, str], session_id: str) -> tuple[str, float] | None:
     """(event key, epoch seconds) of the last synchronous hook that finished, if any."""
-    data = _read_json(sessions_dir(environ) / f"{session_id}.synced")
+    data = read_json(sessions_dir(environ) / f"{session_id}.synced")
     key, at = (data.get("key"), data.get("at")) if data else (None, None)
     if isinstance(key, str) and isinstance(at, (int, float)) and not isinstance(at, bool):
         return key, float(at)
@@ -464,7 +477,7 @@ def _marker_path(environ: Mapping[str, str], project: str, persona: str) -> Path
 
 
 def stop_marker(environ: Mapping[str, str], project: str, persona: str) -> dict[str, Any] | None:
-    marker = _read_json(_marker_path(environ, project, persona))
+    marker = read_json(_marker_path(environ, project, persona))
     if marker is None and _marker_path(environ, project, persona).exists():
         return {"project": project_key(project), "persona": persona, "since": None}  # unreadable: still stopped
     return marker
@@ -474,7 +487,7 @@ def set_stop(environ: Mapping[str, str], project: str, persona: str, *, session_
     """Persist the stop marker and end the project's wakers for that persona."""
     existed = stop_marker(environ, project, persona) is not None
     if not existed:
-        _write_json(_marker_path(environ, project, persona), {
+        write_json(_marker_path(environ, project, persona), {
             "project": project_key(project), "persona": persona, "since": _now(), "session_id": session_id,
             "by_pid": os.getpid()})
     ended = end_wakers(environ, project=project_key(project), persona=persona)

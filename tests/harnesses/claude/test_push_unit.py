@@ -290,6 +290,27 @@ def test_under_the_urgent_policy_mail_of_unknown_urgency_is_not_pushed(rig, hook
     assert once_ids(hooks) == [mid]
 
 
+def test_under_the_urgent_policy_a_rise_of_the_urgent_count_lets_the_push_through_and_says_so(
+        rig, hooks, sb, fake, session):
+    """Rows carry no flag (the sandbox serves them as the API documents): the waker's notify/pending
+    answers do, and a rise of `unread_urgent` marks the mail of the next read that finds it."""
+    establish_cursor(hooks, sb)
+    pusher = rig.pusher(policy="urgent")
+    mid = sb.send(PERSONA, "loom", "urgent on send; the counts say so", urgent=True)
+    pusher.urgent.arrived(PERSONA, 1)  # what the waker's loop does on that rise (hooks.py)
+    assert pusher.push() == []  # announced, but no read has found it yet: nothing is marked
+    with pusher.engine.open(peek=True) as pull:  # the waker's next read (its peek)
+        pusher.urgent.found(PERSONA, list(pull.pending))
+    assert pusher.push() == [mid]
+    [text] = wait_messages(fake, 1)
+    assert ids_in(text) == [mid] and "A sender marked this message urgent." in text
+    later = sb.send(PERSONA, "loom", "plain, after it")
+    session.give(text)
+    pusher.check()
+    assert pusher.push() == []  # mail after the urgent batch waits for the turn's end
+    assert once_ids(hooks) == [later]
+
+
 def test_under_the_turn_end_policy_nothing_is_pushed(rig, hooks, sb, fake, session):
     establish_cursor(hooks, sb)
     mid = sb.send(PERSONA, "loom", "urgent, but turn-end", urgent=True)
@@ -422,3 +443,33 @@ def test_the_pusher_hook_looks_at_the_socket_once_then_pushes_and_confirms(hooks
     assert proc.returncode == 0 and out == "", err
     assert lifecycle.live_lease(hooks.environ, SID) is None  # the lease is given back
     assert once_ids(hooks) == []  # confirmed: no other path gets it again
+
+
+def test_the_pusher_hook_under_urgent_pushes_the_mail_a_rise_of_the_urgent_count_announced(
+        hooks, sb, fake, session, project):
+    """The real claude-pusher process, `inbox interrupt: urgent`: plain mail waits for the turn's end, the
+    mail that came with a rise of notify/pending's unread_urgent is pushed, saying it is urgent."""
+    from kijito_pull.harnesses.session import lifecycle
+
+    (project / "AGENTS.md").write_text((project / "AGENTS.md").read_text() + "- inbox interrupt: urgent\n")
+    establish_cursor(hooks, sb)
+    fields = {"session_id": SID, "transcript_path": str(session.path), "hook_event_name": "SessionStart",
+              "source": "startup"}
+    assert hooks("claude-session-start", **fields)[0] == 0
+    fake.on_message = lambda text: (session.queue(text), session.give(text))
+    proc = hooks.spawn("claude-pusher", env=fake.environ(), **fields)
+    try:
+        assert until(lambda: lifecycle.read_push_mode(hooks.environ, SID))
+        fake.wait_connections(1)
+        plain = sb.send(PERSONA, "loom", "can wait for the turn's end")
+        assert until(lambda: len([r for r in sb.requests if r["path"] == "/api/inbox"]) >= 1)
+        time.sleep(1.5)
+        assert fake.messages == []  # plain mail is not pushed under `urgent`
+        urgent = sb.send(PERSONA, "loom", "the build is on fire", urgent=True)
+        assert until(lambda: fake.messages), "the urgent mail was not pushed"
+        assert set(ids_in(fake.messages[0])) == {plain, urgent}  # the older unseen mail rides along
+        assert "Urgent mail is among these messages: a sender marked one of the 2 urgent" in fake.messages[0]
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err

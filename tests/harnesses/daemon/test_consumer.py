@@ -89,6 +89,24 @@ def test_dry_run_shows_the_daemons_own_consumer_and_writes_nothing(m):
     assert "+\t\t<string>--consumer</string>\n+\t\t<string>daemon</string>\n" in out
 
 
+def test_dry_run_says_which_api_base_the_service_will_use(m):
+    dry = ("install", "daemon", "--persona", "river", "--system", "systemd", "--dry-run")
+    code, out, err = m.run(*dry)
+    assert code == 0, err
+    assert "  API base: https://api.kijito.ai (the default)\n" in out
+    config_file = Path(m.environ["KIJITO_PULL_CONFIG"])
+    config_file.parent.mkdir(parents=True, exist_ok=True)
+    config_file.write_text('api_base = "https://kijito.example.org/"\n')
+    out = m.run(*dry)[1]
+    assert "  API base: https://kijito.example.org (the config file)\n" in out
+    out = m.run(*dry, env={"KIJITO_BASE": "http://127.0.0.1:8900"})[1]  # this shell's: not the service's
+    assert ("API base: https://kijito.example.org (the config file; $KIJITO_BASE=http://127.0.0.1:8900 in "
+            "this shell does not reach the service") in out
+    config_file.write_text('api_base = "http://kijito.example.org"\n')
+    code, out, err = m.run(*dry)
+    assert code == 0 and "API base: none usable (config file api_base: plain http://" in out
+
+
 def test_install_renders_the_consumer_into_the_unit_and_the_plist(m):
     assert m.run("install", "daemon", "--persona", "river", "--system", "systemd")[0] == 0
     assert unit_file(m).read_text() == supervision.render_systemd(consumer="daemon")

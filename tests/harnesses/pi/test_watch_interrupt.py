@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.waiting import until
 from tests.watchrunner import WatchProc
 
 TOKEN = "pi-interrupt-token-5c1e"
@@ -54,3 +55,18 @@ def test_interrupt_needs_ack_stdin_and_a_known_policy(cli) -> None:
     assert ran.code == 2 and "--interrupt needs --ack-stdin" in ran.stderr
     ran = cli("watch", "--persona", "P", "--ack-stdin", "--interrupt", "sometimes")
     assert ran.code == 2 and "invalid choice" in ran.stderr
+
+
+def test_under_urgent_the_rise_of_the_urgent_count_lets_urgent_mail_steer(sb, cli, watches) -> None:
+    """Rows carry no flag, notify/pending's unread_urgent does: mail arriving with a rise of it steers."""
+    w = WatchProc(cli, "--persona", "P", "--ack-stdin", "--interrupt", "urgent", "--wait", "2", stdin=True)
+    watches.append(w)
+    w.wait_for(lambda e: e["event"] == "armed")
+    assert until(lambda: any(r["query"].get("wait") for r in sb.requests if r["path"] == "/api/notify/pending"))
+    got = {}
+    for body, urgent in (("plain news", False), ("build is red", True), ("all green", False)):
+        sb.send(to="P", sender="Q", content=body, urgent=urgent)
+        event = w.new(body)
+        got[body] = (event["deliver_as"], "marked this message urgent" in event["text"])
+        w.send_line({"ack": event["event_id"]})
+    assert got == {"plain news": ("followUp", False), "build is red": ("steer", True), "all green": ("followUp", False)}

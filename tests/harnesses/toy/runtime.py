@@ -11,6 +11,6 @@ def run(inp, env) -> int:
 
 
 def check(ctx):
-    from kijito_pull.doctor import OK, Finding
+    from kijito_pull.core.findings import OK, Finding
 
     return Finding("toy.check", OK, "the toy harness was asked")
