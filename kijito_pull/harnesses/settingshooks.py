@@ -34,6 +34,7 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses.base import REPOSITORY
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
 
 #: A harness step run by the install sequence: (the request, the outcome so far).
@@ -49,6 +50,8 @@ class SettingsHooks:
                  already: Step | None = None):
         self.name = harness.name
         self.path_of = path_of
+        #: the project `wiring` looks at: the repository around the folder (Codex) or the folder itself (Gemini)
+        self.repository = getattr(harness, "project", REPOSITORY) == REPOSITORY
         names = tuple(hooks) if hooks is not None else tuple(h.name for h in harness.hooks)
         #: settings event -> the hook of ours that answers it
         self.events = {h.event: h.name for h in harness.hooks if h.name in names}
@@ -153,7 +156,7 @@ class SettingsHooks:
     # -- wiring (read-only, for doctor) ---------------------------------------------------------------------
 
     def wiring(self, environ: Mapping[str, str], cwd: str) -> list[Wiring]:
-        project = common.project_root(cwd)
+        project = common.default_project(self.repository, cwd)
         out = []
         for scope in (PROJECT, USER):
             path = self.path_of(scope, environ, project)

@@ -35,6 +35,7 @@ from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.copilot import HARNESS
 from kijito_pull.harnesses.copilot.hooks import copilot_home
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
+from kijito_pull.harnesses.settingshooks import SettingsHooks
 
 NAME = HARNESS.name
 FILE = "kijito-pull.json"
@@ -52,18 +53,6 @@ def hooks_path(scope: str, environ: Mapping[str, str], project: Path) -> Path:
 def hook_name(command: Any) -> str | None:
     match = _OURS.search(command) if isinstance(command, str) else None
     return match.group(1) if match else None
-
-
-def _prefix(command: str | None) -> list[str]:
-    if command:
-        try:
-            words = shlex.split(command)
-        except ValueError as exc:
-            raise InstallError(f"--command: {exc}", ExitCode.USAGE) from None
-        if not words:
-            raise InstallError("--command is empty", ExitCode.USAGE)
-        return words
-    return common.this_command()
 
 
 def content(prefix: Sequence[str]) -> dict[str, Any]:
@@ -123,15 +112,14 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
 
 def add_arguments(parser: Any, action: str) -> None:
     if action == "install":
-        parser.add_argument("--command", metavar="CMD",
-                            help="the kijito-pull command the hooks run (default: this installation, by absolute path)")
+        SettingsHooks.add_command_argument(parser)
 
 
 def install(request: InstallRequest) -> Outcome:
     path = hooks_path(request.scope, request.environ, request.project)
     outcome = Outcome(request.harness, request.scope, request.action, path=path)
     file = _read(path)
-    prefix = _prefix(request.option("command"))
+    prefix = SettingsHooks.prefix(request.option("command"))
     new = common.dump(content(prefix))
     if file.raw == new:
         outcome.result = Result.ALREADY_INSTALLED

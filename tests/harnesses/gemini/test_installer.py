@@ -67,7 +67,7 @@ def test_user_install_writes_three_hooks_in_gemini_shape_and_uninstall_restores_
     assert set(found) == {"SessionStart", "AfterAgent", "SessionEnd"}
     for event, hook in found.items():
         name = installer.EVENTS[event]
-        assert hook == {"type": "command", "name": name, "command": f"{KIJITO_PULL} hook {name}",
+        assert hook == {"type": "command", "command": f"{KIJITO_PULL} hook {name}",
                         "timeout": 5000 if event == "SessionEnd" else 15000}
     data = json.loads(m.settings.read_text())
     assert data["ui"] == {"theme": "Dracula"} and data["hooks"]["BeforeAgent"][0]["hooks"][0]["command"] == "./mine.sh"
@@ -171,3 +171,14 @@ def test_verdict_follows_geminis_own_rules(m, tmp_path):
     assert _verdict(m, None, GEMINI_CLI_TRUSTED_FOLDERS_PATH=str(moved)).trusted
     m.settings.write_text(json.dumps({"security": {"folderTrust": {"enabled": False}}}))
     assert _verdict(m).trusted
+
+
+def test_doctor_looks_at_the_folder_gemini_is_started_in(m):
+    sub = m.project / "sub"
+    sub.mkdir()
+    m.project = sub  # `install --project` and doctor run in a subfolder of the repository
+    assert m.run("install", "gemini", "--project")[0] == 0
+    assert (sub / ".gemini" / "settings.json").exists()
+    wired = [w for w in installer.wiring(m.environ, str(sub)) if w.installed]
+    assert [(w.scope, w.path) for w in wired] == [("project", str(sub / ".gemini" / "settings.json"))]
+    assert m.doctor()["harness.gemini"]["verdict"] == "ok"
