@@ -8,7 +8,8 @@ harness that reads Claude Code's hook vocabulary): the settings edit and the ins
 (kijito_pull.harnesses.base): `install`, `uninstall`, `wiring` and `add_arguments` (`--command`), so a
 harness's installer module is its settings path and one line binding these. What it does:
 
-- the edit: `our_handlers` (event -> our handler objects), `with_ours` (exactly one handler of ours per
+- the edit (`named`: handlers also carry our hook's name; `timeout`/`timeouts`: in the harness's unit):
+  `our_handlers` (event -> our handler objects), `with_ours` (exactly one handler of ours per
   event, an existing one updated in place, a missing one added as its own group), `without_ours` (ours
   removed, a group that held only ours with them), `is_installed`; nothing else in the file is touched;
 - the sequence: read (InstallError for a file that does not parse), already installed?, plan and diff,
@@ -46,8 +47,12 @@ class SettingsHooks:
     def __init__(self, harness: Any, path_of: Callable[[str, Mapping[str, str], Path], Path], *,
                  hooks: Sequence[str] | None = None, timeout: int = 15, timeouts: Mapping[str, int] | None = None,
                  optional: Sequence[str] = (), check: Step | None = None, after: Step | None = None,
-                 already: Step | None = None):
+                 already: Step | None = None, named: bool = False,
+                 extra_arguments: Callable[[Any], None] | None = None):
         self.name = harness.name
+        self.repository = harness.project == "repository"  # where --project and the wiring look (base.REPOSITORY)
+        self.named = named  # each handler of ours also carries `"name": <our hook>` (Gemini CLI shows it)
+        self.extra_arguments = extra_arguments
         self.path_of = path_of
         names = tuple(hooks) if hooks is not None else tuple(h.name for h in harness.hooks)
         #: settings event -> the hook of ours that answers it
@@ -98,8 +103,8 @@ class SettingsHooks:
             groups = events.get(event)
             if not isinstance(groups, list):
                 groups = events[event] = []
-            want = {"type": "command", "command": self.command_line(prefix, hook),
-                    "timeout": self.timeouts.get(event, self.timeout)}
+            want = {"type": "command", **({"name": hook} if self.named else {}),
+                    "command": self.command_line(prefix, hook), "timeout": self.timeouts.get(event, self.timeout)}
             found = False
             emptied = []
             for group in groups:
@@ -153,7 +158,7 @@ class SettingsHooks:
     # -- wiring (read-only, for doctor) ---------------------------------------------------------------------
 
     def wiring(self, environ: Mapping[str, str], cwd: str) -> list[Wiring]:
-        project = common.project_root(cwd)
+        project = common.default_project(self.repository, cwd)
         out = []
         for scope in (PROJECT, USER):
             path = self.path_of(scope, environ, project)
@@ -195,6 +200,8 @@ class SettingsHooks:
     def add_arguments(self, parser: Any, action: str) -> None:
         if action == "install":
             self.add_command_argument(parser)
+            if self.extra_arguments is not None:
+                self.extra_arguments(parser)
 
     @staticmethod
     def prefix(command: str | None) -> list[str]:

@@ -8,7 +8,7 @@ Listed in `HARNESS.checks`.
 
 from __future__ import annotations
 
-from kijito_pull.doctor import FAIL, OK, Context, Finding
+from kijito_pull.core.findings import FAIL, OK, Context, Finding
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses.gemini import installer, trust
 

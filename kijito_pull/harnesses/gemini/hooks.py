@@ -21,36 +21,19 @@ passes on a hook's environment; what goes to stderr is our own one-line messages
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
-from kijito_pull.harnesses.gemini.gate import SESSION_END, SESSION_START
-from kijito_pull.harnesses.hookgate import HookInput, answer_nothing, say
-from kijito_pull.harnesses.session import lifecycle
+from kijito_pull.harnesses.hookgate import HookInput
+
+# -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.gemini.HARNESS; SessionEnd's is the
+# shared handover.session_end) -------------------------------------------------------------------------------
 
 
-def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
-    """Run one Gemini CLI hook. Always exit 0 with one JSON object on stdout (`{}` for nothing); never raises."""
-    if inp.hook == SESSION_END:
-        session_end(inp, env)
-        answer_nothing(env.stdout, inp.harness.nothing if inp.harness is not None else "{}\n")
-        return 0
-    handler = handover.session_start if inp.hook == SESSION_START else handover.stop
-    handover.answer(inp, env, handler, exit_fn=exit_fn)
-    return 0
+def on_session_start(inp: HookInput, env: Environment) -> int:
+    """gemini-session-start: waiting mail as the session's context."""
+    return handover.answer(inp, env, handover.session_start)
 
 
-def session_end(inp: HookInput, env: Environment) -> None:
-    """Settle what the session was handed: what its record shows is confirmed, the rest is unseen again at
-    once, so the next session gets it without waiting for a deadline."""
-    sid = inp.session_id
-    if sid is None:
-        return
-    try:
-        handover.confirm_at_end(inp, env.environ)
-        lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "
-                        f"they are claimed back when their deadline passes")
+def on_after_agent(inp: HookInput, env: Environment) -> int:
+    """gemini-after-agent: unseen mail refuses the turn's end (bounded, handover.stop)."""
+    return handover.answer(inp, env, handover.stop)
