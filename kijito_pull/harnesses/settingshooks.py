@@ -8,7 +8,8 @@ harness that reads Claude Code's hook vocabulary): the settings edit and the ins
 (kijito_pull.harnesses.base): `install`, `uninstall`, `wiring` and `add_arguments` (`--command`), so a
 harness's installer module is its settings path and one line binding these. What it does:
 
-- the edit: `our_handlers` (event -> our handler objects), `with_ours` (exactly one handler of ours per
+- the edit (`named`: handlers also carry our hook's name; `timeout`/`timeouts`: in the harness's unit):
+  `our_handlers` (event -> our handler objects), `with_ours` (exactly one handler of ours per
   event, an existing one updated in place, a missing one added as its own group), `without_ours` (ours
   removed, a group that held only ours with them), `is_installed`; nothing else in the file is touched;
 - the sequence: read (InstallError for a file that does not parse), already installed?, plan and diff,
@@ -34,7 +35,6 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses.base import REPOSITORY
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
 
 #: A harness step run by the install sequence: (the request, the outcome so far).
@@ -47,11 +47,13 @@ class SettingsHooks:
     def __init__(self, harness: Any, path_of: Callable[[str, Mapping[str, str], Path], Path], *,
                  hooks: Sequence[str] | None = None, timeout: int = 15, timeouts: Mapping[str, int] | None = None,
                  optional: Sequence[str] = (), check: Step | None = None, after: Step | None = None,
-                 already: Step | None = None):
+                 already: Step | None = None, named: bool = False,
+                 extra_arguments: Callable[[Any], None] | None = None):
         self.name = harness.name
+        self.repository = harness.project == "repository"  # where --project and the wiring look (base.REPOSITORY)
+        self.named = named  # each handler of ours also carries `"name": <our hook>` (Gemini CLI shows it)
+        self.extra_arguments = extra_arguments
         self.path_of = path_of
-        #: the project `wiring` looks at: the repository around the folder (Codex) or the folder itself (Gemini)
-        self.repository = getattr(harness, "project", REPOSITORY) == REPOSITORY
         names = tuple(hooks) if hooks is not None else tuple(h.name for h in harness.hooks)
         #: settings event -> the hook of ours that answers it
         self.events = {h.event: h.name for h in harness.hooks if h.name in names}
@@ -101,8 +103,8 @@ class SettingsHooks:
             groups = events.get(event)
             if not isinstance(groups, list):
                 groups = events[event] = []
-            want = {"type": "command", "command": self.command_line(prefix, hook),
-                    "timeout": self.timeouts.get(event, self.timeout)}
+            want = {"type": "command", **({"name": hook} if self.named else {}),
+                    "command": self.command_line(prefix, hook), "timeout": self.timeouts.get(event, self.timeout)}
             found = False
             emptied = []
             for group in groups:
@@ -198,6 +200,8 @@ class SettingsHooks:
     def add_arguments(self, parser: Any, action: str) -> None:
         if action == "install":
             self.add_command_argument(parser)
+            if self.extra_arguments is not None:
+                self.extra_arguments(parser)
 
     @staticmethod
     def prefix(command: str | None) -> list[str]:

@@ -14,13 +14,15 @@ HARNESS = Harness(
     "copilot", "Copilot CLI",
     executable="copilot",
     hooks=(
-        Hook("copilot-session-start", "SessionStart", "Copilot CLI SessionStart: waiting mail as additionalContext"),
-        Hook("copilot-stop", "Stop", "Copilot CLI Stop (agentStop): unseen mail blocks the stop, as claude-stop"),
-        Hook("copilot-session-end", "SessionEnd", "Copilot CLI SessionEnd: settles the session's hand-overs"),
+        Hook("copilot-session-start", "SessionStart", "Copilot CLI SessionStart: waiting mail as additionalContext",
+             handler="kijito_pull.harnesses.copilot.hooks:on_session_start"),
+        Hook("copilot-stop", "Stop", "Copilot CLI Stop (agentStop): unseen mail blocks the stop, as claude-stop",
+             handler="kijito_pull.harnesses.copilot.hooks:on_stop"),
+        Hook("copilot-session-end", "SessionEnd", "Copilot CLI SessionEnd: settles the session's hand-overs",
+             handler="kijito_pull.harnesses.copilot.hooks:on_session_end"),
     ),
     nothing="",  # measured: empty output lets the agent stop
     early="kijito_pull.harnesses.copilot.gate:early",
-    runtime="kijito_pull.harnesses.copilot.hooks:run",
     # Copilot CLI's session record (~/.copilot/session-state/<id>/events.jsonl) holds the SessionStart
     # context (hook.end output) and a Stop block's reason (a user.message), measured on 1.0.102.
     confirmation=TRANSCRIPT,

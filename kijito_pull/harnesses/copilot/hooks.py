@@ -15,17 +15,14 @@ and SessionEnd it is the session's `events.jsonl` under Copilot's home (`$COPILO
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
-from kijito_pull.harnesses.copilot.gate import SESSION_END, SESSION_START
 from kijito_pull.harnesses.hookgate import HookInput
 from kijito_pull.harnesses.installkit import expand, home
-from kijito_pull.harnesses.session import ending
 
 
 def copilot_home(environ: Mapping[str, str]) -> Path:
@@ -55,16 +52,30 @@ class TopLevelContext:
         return self._out.json(obj)
 
 
-def session_start(inp: HookInput, env: Environment, out: handover.Output) -> int:
+def _with_record(inp: HookInput, env: Environment) -> HookInput:
+    """The input naming the session's record, as Copilot names it only at Stop."""
+    if inp.session_id is not None and not isinstance(inp.data.get("transcript_path"), str):
+        inp.data["transcript_path"] = str(record_path(env.environ, inp.session_id))
+    return inp
+
+
+def _start(inp: HookInput, env: Environment, out: handover.Output) -> int:
     return handover.session_start(inp, env, TopLevelContext(out))  # type: ignore[arg-type]
 
 
-def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
-    """Run one Copilot CLI hook. Always exit 0; never raises."""
-    if inp.session_id is not None and not isinstance(inp.data.get("transcript_path"), str):
-        inp.data["transcript_path"] = str(record_path(env.environ, inp.session_id))
-    if inp.hook == SESSION_END:
-        ending.settle(inp, env)
-        return 0
-    handover.answer(inp, env, session_start if inp.hook == SESSION_START else handover.stop, exit_fn=exit_fn)
-    return 0
+# -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.copilot.HARNESS) -----------------
+
+
+def on_session_start(inp: HookInput, env: Environment) -> int:
+    """copilot-session-start: waiting mail as the session's context (both keys)."""
+    return handover.answer(_with_record(inp, env), env, _start)
+
+
+def on_stop(inp: HookInput, env: Environment) -> int:
+    """copilot-stop: unseen mail blocks the stop (bounded, handover.stop)."""
+    return handover.answer(_with_record(inp, env), env, handover.stop)
+
+
+def on_session_end(inp: HookInput, env: Environment) -> int:
+    """copilot-session-end: settles what the session was handed (handover.session_end)."""
+    return handover.session_end(_with_record(inp, env), env)

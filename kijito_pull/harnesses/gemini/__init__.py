@@ -16,16 +16,18 @@ HARNESS = Harness(
     executable="gemini",
     hooks=(
         Hook("gemini-session-start", "SessionStart", "Gemini CLI SessionStart: waiting mail as additionalContext "
-                                                     "(`{}` when none)"),
+                                                     "(`{}` when none)",
+             handler="kijito_pull.harnesses.gemini.hooks:on_session_start"),
         Hook("gemini-after-agent", "AfterAgent", "Gemini CLI AfterAgent: unseen mail refuses the turn's end, so it "
                                                  "becomes the next prompt\n(at most $KIJITO_PULL_MAX_STOP_BLOCKS times "
-                                                 "in a row, default 3; `{}` when none)"),
-        Hook("gemini-session-end", "SessionEnd", "Gemini CLI SessionEnd: settles the session's hand-overs"),
+                                                 "in a row, default 3; `{}` when none)",
+             handler="kijito_pull.harnesses.gemini.hooks:on_after_agent"),
+        Hook("gemini-session-end", "SessionEnd", "Gemini CLI SessionEnd: settles the session's hand-overs",
+             handler="kijito_pull.harnesses.handover:session_end"),
     ),
     nothing="{}\n",  # with empty stdout Gemini CLI would show a hook's stderr lines to the user as a message
     session_env="GEMINI_SESSION_ID",
     early="kijito_pull.harnesses.gemini.gate:early",
-    runtime="kijito_pull.harnesses.gemini.hooks:run",
     # Gemini CLI's session record (chats/session-*.jsonl, named in every hook input as transcript_path) holds
     # the SessionStart context and the AfterAgent reason as user records (measured on 0.61.0, docs/gemini.md).
     confirmation=TRANSCRIPT,

@@ -21,22 +21,19 @@ passes on a hook's environment; what goes to stderr is our own one-line messages
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
-from kijito_pull.harnesses.gemini.gate import SESSION_END, SESSION_START
-from kijito_pull.harnesses.hookgate import HookInput, answer_nothing
-from kijito_pull.harnesses.session import ending
+from kijito_pull.harnesses.hookgate import HookInput
+
+# -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.gemini.HARNESS; SessionEnd's is the
+# shared handover.session_end) -------------------------------------------------------------------------------
 
 
-def run(inp: HookInput, env: Environment, *, exit_fn: Callable[[int], None] = os._exit) -> int:
-    """Run one Gemini CLI hook. Always exit 0 with one JSON object on stdout (`{}` for nothing); never raises."""
-    if inp.hook == SESSION_END:
-        ending.settle(inp, env)
-        answer_nothing(env.stdout, inp.harness.nothing if inp.harness is not None else "{}\n")
-        return 0
-    handler = handover.session_start if inp.hook == SESSION_START else handover.stop
-    handover.answer(inp, env, handler, exit_fn=exit_fn)
-    return 0
+def on_session_start(inp: HookInput, env: Environment) -> int:
+    """gemini-session-start: waiting mail as the session's context."""
+    return handover.answer(inp, env, handover.session_start)
+
+
+def on_after_agent(inp: HookInput, env: Environment) -> int:
+    """gemini-after-agent: unseen mail refuses the turn's end (bounded, handover.stop)."""
+    return handover.answer(inp, env, handover.stop)

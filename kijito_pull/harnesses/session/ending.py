@@ -1,13 +1,8 @@
-"""A SessionEnd hook whose only work is settling the session's hand-overs (Gemini CLI's, Copilot CLI's).
-
-    answer_end   in the fast gate: forget the session's own files (its block count, its record offset:
-                 lifecycle.end_session), and leave the runtime out when the session was never handed mail
-                 (no `handed` marker: a file test)
-    settle       in the runtime: what the session's record shows is confirmed, the rest is unseen again
-                 at once, so the next session gets it without waiting for a deadline
-
-Standard library only at import (the gate imports it; see kijito_pull.harnesses.hookgate): `settle` loads
-the hand-over (kijito_pull.harnesses.handover) when it runs.
+"""The fast-gate answer of a SessionEnd hook whose only work is settling the session's hand-overs (Gemini
+CLI's, Copilot CLI's; the settling itself is handover.session_end): forget the session's own files (its
+block count, its record offset: lifecycle.end_session), and leave the runtime out when the session was
+never handed mail (no `handed` marker: a file test). Standard library only (see
+kijito_pull.harnesses.hookgate).
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ if TYPE_CHECKING:  # `typing` costs milliseconds at run time, and this module mu
     from collections.abc import Mapping
     from typing import IO
 
-    from kijito_pull.core.environment import Environment
     from kijito_pull.harnesses.hookgate import HookInput
 
 
@@ -34,20 +28,3 @@ def answer_end(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -> i
         say(stderr, f"{inp.hook}: {exc}")
     return None if lifecycle.handed_marker(environ, inp.session_id).exists() else 0
 
-
-def settle(inp: HookInput, env: Environment) -> None:
-    """Never raises: a problem is one stderr line (the deadline and the holder's liveness still claim the
-    hand-overs back)."""
-    from kijito_pull.harnesses import handover
-    from kijito_pull.harnesses.hookgate import say
-    from kijito_pull.harnesses.session import lifecycle
-
-    sid = inp.session_id
-    if sid is None:
-        return
-    try:
-        handover.confirm_at_end(inp, env.environ)
-        lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
-    except Exception as exc:  # noqa: BLE001 - a hook must never crash the session it serves
-        say(env.stderr, f"{inp.hook}: cannot settle this session's hand-overs ({type(exc).__name__}: {exc}); "
-                        f"they are claimed back when their deadline passes")

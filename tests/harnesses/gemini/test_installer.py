@@ -67,7 +67,7 @@ def test_user_install_writes_three_hooks_in_gemini_shape_and_uninstall_restores_
     assert set(found) == {"SessionStart", "AfterAgent", "SessionEnd"}
     for event, hook in found.items():
         name = installer.EVENTS[event]
-        assert hook == {"type": "command", "command": f"{KIJITO_PULL} hook {name}",
+        assert hook == {"type": "command", "name": name, "command": f"{KIJITO_PULL} hook {name}",
                         "timeout": 5000 if event == "SessionEnd" else 15000}
     data = json.loads(m.settings.read_text())
     assert data["ui"] == {"theme": "Dracula"} and data["hooks"]["BeforeAgent"][0]["hooks"][0]["command"] == "./mine.sh"
