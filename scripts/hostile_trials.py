@@ -12,12 +12,13 @@ Then the ledger is checked against what the runs printed:
 
   lost     mail sent to the persona that no run handed over (must be 0)
   forged   messages handed over with an id or a body the server never stored (must be 0)
+  dup      messages handed over twice (must be 0: nothing is killed here)
   quiet    the hostile run exited 0 with nothing on stderr (must not happen: never silent)
   slowest  the longest run, in seconds (every wait bounded: well under 60)
 
     .venv/bin/python scripts/hostile_trials.py
 
-Exit status 0 only if nothing was lost or forged, no hostile run was quiet or hung, and every run
+Exit status 0 only if nothing was lost, forged or repeated, no hostile run was quiet or hung, and every run
 after the hostility ended exited 0. docs/reliability.md, "Hostile server and environment", quotes it.
 """
 
@@ -250,7 +251,7 @@ def main() -> int:
         print(f"total: {len(rows)} scenarios, {sum(r['sent'] for r in rows)} sent, "
               f"{sum(r['lost'] for r in rows)} lost, {sum(r['forged'] for r in rows)} forged, "
               f"{sum(r['quiet'] for r in rows)} quiet, {sum(r['hostile_exit'] is None for r in rows)} hung")
-    bad = [r for r in rows if r["lost"] or r["forged"] or r["quiet"] or r["hostile_exit"] is None
+    bad = [r for r in rows if r["lost"] or r["forged"] or r["duplicates"] or r["quiet"] or r["hostile_exit"] is None
            or not r["after_exits_0"] or r["slowest_s"] >= HUNG]
     return 1 if bad else 0
 
