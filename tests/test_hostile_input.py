@@ -477,3 +477,17 @@ def test_watch_survives_a_server_answering_with_endless_bodies(sb, cli):
     finally:
         w.kill()
     assert "Traceback" not in "".join(w.stderr_lines)
+
+
+def test_the_hostile_trials_script_counts_nothing_lost_or_forged():
+    """scripts/hostile_trials.py, whose figures docs/reliability.md quotes, still runs and still holds for
+    the untrustworthy-answer scenarios (issue 23, items 1-3); the slow ones are its own to run."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "hostile_trials.py"), "--json",
+                           "--only", "one newest page", "--only", "contradicts"],
+                          capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and len(rows) == 4, (proc.stdout, proc.stderr)
+    for row in rows:
+        assert (row["lost"], row["forged"], row["duplicates"]) == (0, 0, 0), row
+        assert row["hostile_exit"] == 1 and "pinned" in row["says"] and row["after_exits_0"], row
+
