@@ -55,9 +55,10 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kijito_pull.core.delivery import pull_through
-from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine, Pull
+from kijito_pull.core.engine import Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy, parse_inbox
+from kijito_pull.core.pull import CORRUPT, FIRST_CONTACT, NORMAL, Pull
 from kijito_pull.core.sink import BatchSink, Sink
 from kijito_pull.core.state import SCHEMA, StateStore
 from kijito_pull.sandbox import Sandbox
