@@ -28,11 +28,9 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from kijito_pull.core import paths  # noqa: E402
 from kijito_pull.sandbox import Sandbox  # noqa: E402
+from tests.trickle import TricklingServer  # noqa: E402
 
 TOKEN = "hostile-trials-token"
 P = "argus"
@@ -89,39 +88,6 @@ class World:
         return code, err.strip(), time.monotonic() - started
 
 
-class SlowHead:
-    """A server that sends the status line, then one header byte every 0.2 s (issue 23, item 4)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
-
-    def _trickle(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\n")
-                while not self.stop.wait(0.2):
-                    conn.sendall(b"X")
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
-
-
 def _journal(w: World) -> Path:
     state_file, _ = paths.cursor_paths(w.env(), w.sb.url, P, "agent")
     return state_file.with_name(state_file.name + ".journal")
@@ -160,10 +126,10 @@ def _fault(rule: dict | Callable[[World], dict]) -> Hostility:
 
 
 def _slow_head() -> Hostility:
-    servers: list[SlowHead] = []
+    servers: list[TricklingServer] = []
 
     def on(w: World) -> None:
-        servers.append(SlowHead())
+        servers.append(TricklingServer(head=True))
         w.url = servers[-1].url
 
     def off(w: World) -> None:

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ from kijito_pull.core import render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.sandbox import Sandbox
 from tests.clirunner import REPO, Cli, Result
+from tests.trickle import TricklingServer
 from tests.watchrunner import WatchProc
 
 TOKEN = "hostile-token-77aa"
@@ -383,43 +383,6 @@ def test_a_hostile_server_gets_a_clear_failure_in_bounded_time_and_memory(sb, cl
     assert elapsed < 20, elapsed
     sb.clear_faults()
     assert [e["id"] for e in ndjson(cli("--once", "--json", "--persona", P)) if e["event"] == "new"]
-
-
-class TricklingServer:
-    """Answers 200 with a huge Content-Length, then one byte every 0.2 s: a body that never finishes.
-    With `head=True` it sends the status line, then one header byte every 0.2 s: a head that never ends."""
-
-    def __init__(self, head: bool = False) -> None:
-        self.head = head
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
-
-    def _trickle(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\n" if self.head else
-                             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: 1000000000\r\n\r\n{")
-                while not self.stop.wait(0.2):
-                    conn.sendall(b" ")
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
 
 
 def test_a_body_that_never_finishes_is_abandoned_at_the_deadline(tmp_path):
