@@ -51,6 +51,26 @@ def add_consumer(parser: argparse.ArgumentParser) -> None:
                              "watch loop and pi extension share it, so the first to deliver wins)")
 
 
+def add_source(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("source (fleets, docs/fleets.md)")
+    group.add_argument("--source", metavar="URL", default=None,
+                       help="read the persona's Redis stream (redis://HOST:PORT/DB) through the consumer group "
+                            "named by --consumer, instead of Kijito ($KIJITO_PULL_SOURCE; config file: source)")
+    group.add_argument("--claim-after", type=non_negative_float, default=None, metavar="SECONDS",
+                       help="with a Redis source: seconds a hand-over stays with its holder before another "
+                            "member claims it back (default 900; config file: claim_after)")
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -78,7 +98,8 @@ def flags(args: argparse.Namespace) -> Flags:
     return Flags(api_base=getattr(args, "api_base", None), token_file=getattr(args, "token_file", None),
                  auth_header=getattr(args, "auth_header", None), personas=personas,
                  consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None),
-                 on_reset=getattr(args, "on_reset", None), max_attempts=getattr(args, "max_attempts", None))
+                 on_reset=getattr(args, "on_reset", None), max_attempts=getattr(args, "max_attempts", None),
+                 source=getattr(args, "source", None), claim_after=getattr(args, "claim_after", None))
 
 
 def settings(args: argparse.Namespace, env: Environment) -> Settings:

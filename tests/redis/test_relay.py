@@ -75,3 +75,34 @@ def test_an_unreachable_redis_is_exit_1_with_one_line_and_no_kijito_request(sb, 
     result = cli("relay", "--redis", "redis://127.0.0.1:1/0", "--persona", PERSONA)
     assert result.code == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert sb.requests == []
+
+
+def test_once_from_redis_reads_the_stream_and_sends_kijito_nothing(sb, tmp_path, redis_server):
+    sent = [sb.send(PERSONA, "river", f"m{n}") for n in range(3)]
+    proc = relay(sb, tmp_path, "relay", redis_server)
+    try:
+        assert until(lambda: set(kids(redis_server)) >= set(sent), timeout=30)
+    finally:
+        assert stop(proc) == 0
+    sb.clear_requests()
+    # a consumer machine: no Kijito token at all, only the Redis source
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "consumer")
+    cli.environ.pop("KIJITOMON_TOKEN")
+    first = cli("--once", "--json", "--persona", PERSONA, "--source", redis_server.url, "--consumer", "ci")
+    assert first.code == 0, first.stderr
+    assert first.new_ids == sent
+    assert cli("--once", "--json", "--persona", PERSONA, "--source", redis_server.url,
+               "--consumer", "ci").new_ids == []
+    # another group gets every message too, chosen by the environment this time
+    other = cli("--once", "--json", "--persona", PERSONA, "--consumer", "audit",
+                env={"KIJITO_PULL_SOURCE": redis_server.url})
+    assert other.new_ids == sent
+    assert sb.requests == []
+
+
+def test_once_from_an_unreachable_redis_is_exit_1_and_a_wrong_scheme_exit_2(tmp_path):
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "consumer")
+    down = cli("--once", "--persona", PERSONA, "--source", "redis://127.0.0.1:1/0")
+    assert down.code == 1 and len(down.stderr.strip().splitlines()) == 1, down.stderr
+    assert "nothing was acknowledged" in down.stderr
+    assert cli("--once", "--persona", PERSONA, "--source", "http://127.0.0.1:1/0").code == 2
