@@ -4,7 +4,9 @@ One pass per persona per interval: the embedded engine (its own cursor, consumer
 hands each unseen message to a sink that appends it to `kijito:{persona}:mail` with
 `sources.redis_streams.APPEND_LUA`, keyed by the Kijito id, so several relays against one Redis and
 account append each message once, a late-visible id is still taken, and the engine's cursor moves past
-a message only once Redis has it (a killed relay loses nothing). Runs until SIGTERM or SIGINT, then
+a message only once Redis has it (a killed relay loses nothing). Each pass first checks that Redis still
+holds the newest ids this relay saw appended (KNOWN per persona); what it lost (a restart that lost its
+tail) is read again from Kijito by id and appended again. Runs until SIGTERM or SIGINT, then
 exits 0. Redis unreachable at start: exit 1 with one line; a failure later is one line and the next
 pass retries (nothing was acknowledged past what Redis holds). docs/fleets.md.
 """
@@ -12,11 +14,13 @@ pass retries (nothing was acknowledged past what Redis holds). docs/fleets.md.
 from __future__ import annotations
 
 import argparse
+import collections
 import signal
 import threading
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
+from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
@@ -27,6 +31,7 @@ from kijito_pull.sources import redis_streams
 
 DEFAULT_INTERVAL = 2.0
 RELAY_CONSUMER = "relay"
+KNOWN = 1000  # the newest ids per persona a relay checks Redis still holds, each pass
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,16 +62,38 @@ def _seconds(text: str) -> float:
 
 
 class StreamSink(Sink):
-    """Takes a message once Redis holds it (appended now or by another relay before)."""
+    """Takes a message once Redis holds it (appended now or by another relay before), and remembers the
+    newest KNOWN ids it saw held, so a Redis that lost its tail is noticed and refilled (`recover`)."""
 
     def __init__(self, appender: redis_streams.Appender):
         self.appender = appender
         self.appended = 0
+        self.known: dict[str, collections.OrderedDict[int, None]] = {}
 
     def deliver(self, event: dict, message: Message) -> bool:
         if self.appender.append(event["persona"], message):  # ApiError stops the pass: the cursor holds
             self.appended += 1
+        known = self.known.setdefault(event["persona"], collections.OrderedDict())
+        known[message.id] = None
+        while len(known) > KNOWN:
+            known.popitem(last=False)
         return True
+
+    def recover(self, persona: str, client: KijitoClient, env: Environment) -> None:
+        """Re-read from Kijito, by id, what Redis held and lost; append it again (once, in id order)."""
+        lost = self.appender.missing(persona, self.known.get(persona, ()))
+        if not lost:
+            return
+        env.error(f"{persona}: Redis lost {len(lost)} appended message(s) (a restart that lost its tail?); "
+                  f"re-reading them from Kijito")
+        for kid in lost:
+            page = client.inbox(persona, before_id=kid + 1, limit=1)
+            message = next((m for m in page.messages if m.id == kid), None)
+            if message is None:
+                env.error(f"{persona}: message {kid} is gone from Kijito too; it cannot be appended again")
+                self.known[persona].pop(kid, None)
+                continue
+            self.appender.append(persona, message)
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
@@ -103,6 +130,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                     if stop.is_set():
                         break
                     try:
+                        sink.recover(persona, ctx.client, env)
                         pull_through(ctx.engine(persona), ctx.factory, sink)
                     except (ApiError, StateError) as exc:
                         env.error(f"{persona}: {exc}; retried next pass (nothing passed that Redis lacks)")

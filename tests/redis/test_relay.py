@@ -106,3 +106,18 @@ def test_once_from_an_unreachable_redis_is_exit_1_and_a_wrong_scheme_exit_2(tmp_
     assert down.code == 1 and len(down.stderr.strip().splitlines()) == 1, down.stderr
     assert "nothing was acknowledged" in down.stderr
     assert cli("--once", "--persona", PERSONA, "--source", "http://127.0.0.1:1/0").code == 2
+
+
+def test_after_redis_lost_its_data_a_running_relay_re_reads_it_from_kijito(sb, tmp_path, redis_server):
+    sent = [sb.send(PERSONA, "river", f"m{n}") for n in range(3)]
+    proc = relay(sb, tmp_path, "relay", redis_server)
+    try:
+        assert until(lambda: set(kids(redis_server)) >= set(sent), timeout=30)
+        redis_server.wipe()  # the appended tail is gone; the relay's Kijito cursor is past it
+        assert until(lambda: set(kids(redis_server)) >= set(sent), timeout=30), kids(redis_server)
+        sent.append(sb.send(PERSONA, "river", "after"))
+        assert until(lambda: set(kids(redis_server)) >= set(sent), timeout=30)
+    finally:
+        assert stop(proc) == 0
+    assert sorted(kids(redis_server)) == sorted(sent)
+    assert "lost 3 appended message" in proc.stderr.read()
