@@ -442,11 +442,11 @@ class RedisSource:
             "since": datetime.datetime.now(datetime.timezone.utc).isoformat()})
         self.xack([sid])
 
-    def parked(self) -> list[dict[str, str]]:
-        """This group's parked mail, oldest first (`kijito-pull parked`)."""
+    def parked(self, every_group: bool = False) -> list[dict[str, str]]:
+        """This group's (or every group's) parked mail, oldest first (`kijito-pull parked`)."""
         with failures(self.where):
             rows = self.client.xrange(dead_key(self.persona), "-", "+", count=_SCAN)
-        return [fields for _sid, fields in rows if fields.get("group") == self.consumer]
+        return [fields for _sid, fields in rows if every_group or fields.get("group") == self.consumer]
 
     def peek(self) -> list[tuple[str, Message]]:
         """What the next pull of a new member would take, without changing anything."""

@@ -1,0 +1,61 @@
+"""`status` and `parked` with a Redis source: what Redis says of each group (real redis-server)."""
+
+from __future__ import annotations
+
+import json
+
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.events import EventFactory
+from kijito_pull.core.models import Message
+from kijito_pull.core.pending import Holder
+from kijito_pull.core.sink import BatchSink, Sink
+from kijito_pull.sources import redis_streams
+from tests.clirunner import Cli
+
+PERSONA = "testbot"
+
+
+class Refuses(Sink):
+    parks = True
+
+    def deliver(self, event, message):
+        return False
+
+
+class Text(BatchSink):
+    def write(self, text, shown):
+        return True
+
+
+def source(redis_server, consumer, **options):
+    return redis_streams.RedisSource(redis_streams.connect(redis_server.url), EventFactory(), persona=PERSONA,
+                                     consumer=consumer, **options)
+
+
+def test_status_shows_each_groups_lag_pending_entries_and_holders(redis_server, tmp_path):
+    appender = redis_streams.Appender(redis_streams.connect(redis_server.url), "t")
+    for i in (1, 2, 3):
+        appender.append(PERSONA, Message(i, "river", f"m{i}", "2026-12-02T10:00:00Z", False))
+    pull_through(source(redis_server, "agent"), EventFactory(), Text(), holder=Holder("claude:s1"))
+    source(redis_server, "audit").ensure_group()
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "state")
+    result = cli("status", "--json", "--persona", PERSONA, "--source", redis_server.url)
+    assert result.code == 0, result.stderr
+    rows = {r["group"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert rows["agent"]["lag"] == 0 and rows["agent"]["pending"] == 3
+    assert rows["agent"]["holders"] == {"claude:s1": 3}
+    assert rows["audit"]["lag"] == 3 and rows["audit"]["pending"] == 0
+    text = cli("status", "--persona", PERSONA, "--source", redis_server.url, "--consumer", "agent")
+    assert "group agent" in text.stdout and "3 pending (claude:s1: 3)" in text.stdout and "audit" not in text.stdout
+
+
+def test_parked_lists_the_groups_dead_letter_stream(redis_server, tmp_path):
+    appender = redis_streams.Appender(redis_streams.connect(redis_server.url), "t")
+    appender.append(PERSONA, Message(7, "river", "poison", "2026-12-02T10:00:00Z", False))
+    for _ in range(2):
+        pull_through(source(redis_server, "ci", max_attempts=2), EventFactory(), Refuses())
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "state")
+    result = cli("parked", "--json", "--persona", PERSONA, "--source", redis_server.url)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["id"], r["consumer"], r["attempts"]) for r in rows] == [(7, "ci", 2)]
+    assert cli("parked", "--persona", PERSONA, "--source", redis_server.url, "--retry", "7").code == 2
