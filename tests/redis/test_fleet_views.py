@@ -59,3 +59,21 @@ def test_parked_lists_the_groups_dead_letter_stream(redis_server, tmp_path):
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["id"], r["consumer"], r["attempts"]) for r in rows] == [(7, "ci", 2)]
     assert cli("parked", "--persona", PERSONA, "--source", redis_server.url, "--retry", "7").code == 2
+
+
+def test_exec_from_redis_hands_the_mail_to_the_command_and_acks_only_on_exit_0(redis_server, tmp_path):
+    appender = redis_streams.Appender(redis_streams.connect(redis_server.url), "t")
+    appender.append(PERSONA, Message(5, "river", "hello from the fleet", "2026-12-02T10:00:00Z", False))
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "state")
+    cli.environ.pop("KIJITOMON_TOKEN")
+    cli.state_dir.mkdir()  # the command runs there
+    out = tmp_path / "given.txt"
+    failed = cli("exec", "--persona", PERSONA, "--source", redis_server.url, "--", "sh", "-c",
+                 "cat > /dev/null; exit 3")
+    assert failed.code == 3
+    assert source(redis_server, "agent").unseen() == [5]  # not acknowledged: unseen again
+    ran = cli("exec", "--persona", PERSONA, "--source", redis_server.url, "--", "sh", "-c", f"cat > {out}")
+    assert ran.code == 0, ran.stderr
+    assert "hello from the fleet" in out.read_text()
+    assert source(redis_server, "agent").unseen() == [] and source(redis_server, "agent").held_by("x") == []
+    assert redis_server.client().xpending(redis_streams.stream_key(PERSONA), "agent")["pending"] == 0
