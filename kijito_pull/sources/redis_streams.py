@@ -5,15 +5,20 @@ Keys per persona (the hash tag `{persona}` keeps them in one Redis Cluster slot)
     kijito:{P}:mail   the stream; one entry per Kijito message: kid, from, created, content, urgent
     kijito:{P}:ids    hash Kijito id -> stream entry id: the relay's idempotence record (`append`)
     kijito:{P}:dead   the dead-letter stream: parked poison mail (kid, ..., group, attempts, reason)
+    kijito:{P}:holders:{G}  hash stream id -> the holder of a hand-over in group G: its key, deadline
+                      (now + the longer of claim_after and Holder.ttl), host, pid and start time
 
 A consumer (`--consumer NAME`) is a consumer group of the stream, created at `0` (a new group gets all
 the stream holds). A member of the group is a Redis consumer name: the holder's key for an agent
 session, else a per-process name (`host:pid`). The contract, call by call:
 
-    open()            XAUTOCLAIM what is idle past `claim_after` (a dead or late holder's entries, and
-                      entries given back), then this member's own pending entries (XPENDING + XRANGE:
-                      read without counting), then XREADGROUP '>' for new entries. Entries whose count
-                      reached `max_attempts` are parked (XADD to the dead stream, then XACK).
+    open()            claim back (XAUTOCLAIM's rule, done with XPENDING + XCLAIM so the holder's own
+                      deadline counts): entries given back, a hand-over past its holder's deadline or
+                      whose holder process on this host is gone, an entry with no holder record idle
+                      past `claim_after` (a script member that died); then this member's own pending
+                      entries (XPENDING + XRANGE: read without counting), then XREADGROUP '>' for new
+                      entries. Entries whose count reached `max_attempts` are parked (XADD to the dead
+                      stream, then XACK).
     pending           what this pull read for itself, not held, sorted by Kijito id
     ack / confirm     XACK
     hand_over         the entries stay pending with the holder (their consumer name is the holder's
@@ -28,8 +33,8 @@ session, else a per-process name (`host:pid`). The contract, call by call:
     unseen            a peek: entries after the group's last-delivered id, and pending entries that are
                       claimable now; nothing changes
 
-The delivery count counts hand-overs: XREADGROUP and XAUTOCLAIM raise it, a give-back restores it. A
-holder's liveness is not known across machines, so only the deadline (`claim_after`) claims it back.
+The delivery count counts hand-overs: XREADGROUP and a claim raise it, a give-back restores it. A
+holder's liveness is known only on its own host; elsewhere its deadline claims it back.
 Every Redis failure raises `core.models.ApiError` (one line, never the URL's password); nothing is
 acknowledged then. Imports only the core and the optional `redis` client (pip install kijito-pull[redis]).
 """
@@ -38,13 +43,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import os
 import socket
+import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kijito_pull.core import process
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import DEFAULT_TTL, Holder
 
@@ -79,6 +87,21 @@ def ids_key(persona: str) -> str:
 
 def dead_key(persona: str) -> str:
     return f"kijito:{{{persona}}}:dead"
+
+
+def holders_key(persona: str, group: str) -> str:
+    return f"kijito:{{{persona}}}:holders:{group}"
+
+
+def _record(raw: str | None) -> dict[str, Any] | None:
+    """A holder record, or None when absent or unreadable (then only claim_after decides)."""
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("until"), (int, float)):
+        return None
+    return value
 
 
 def default_member() -> str:
@@ -271,6 +294,7 @@ class RedisPull:
             elif read.count != read.before:
                 read.count = self._source.claim(self._member, read.sid, read.before)  # counted when written
             read.handed = True
+        self._source.record(self._holder, [self._reads[m.id].sid for m in messages])
         ids = {m.id for m in messages}
         self.pending = [m for m in self.pending if m.id not in ids]
         self.held = sorted([*self.held, *(m for m in messages if m not in self.held)], key=lambda m: m.id)
@@ -395,16 +419,41 @@ class RedisSource:
         self._group_ready = True
 
     def autoclaim(self, member: str) -> set[str]:
-        """XAUTOCLAIM everything idle past claim_after for `member`; the stream ids claimed."""
+        """Claim for `member` what is due back; the stream ids claimed. XAUTOCLAIM's rule, with the
+        holder's own deadline where a hand-over recorded one (`holders_key`): an entry given back, one
+        whose holder's deadline passed or whose holder process on this host is gone, and one with no
+        record idle past claim_after. Each is taken with XCLAIM guarded by the idle time it was seen
+        with, so of two members claiming at once only one gets it; the claim counts it."""
+        records = self.client.hgetall(holders_key(self.persona, self.consumer))
+        rows = self.client.xpending_range(self.stream, self.consumer, "-", "+", READ_COUNT)
+        now, host = time.time(), socket.gethostname()
         claimed: set[str] = set()
-        start = "0-0"
-        while True:
-            answer = self.client.xautoclaim(self.stream, self.consumer, member, int(self.claim_after * 1000),
-                                            start, count=100)  # not JUSTID: that would not count it
-            start, rows = answer[0], answer[1]
-            claimed.update(sid for sid, _fields in rows)
-            if start in ("0-0", b"0-0") or len(claimed) >= READ_COUNT:
-                return claimed
+        for row in rows:
+            sid, owner, idle = row["message_id"], row["consumer"], int(row["time_since_delivered"])
+            if owner == member:
+                continue
+            record = _record(records.get(sid))
+            if owner == FREE:
+                due = True
+            elif record is not None:
+                due = now >= record["until"] or (record.get("host") == host and record.get("pid") is not None
+                                                  and not process.alive(record["pid"], record.get("start")))
+            else:
+                due = idle >= self.claim_after * 1000
+            if due and self.client.xclaim(self.stream, self.consumer, member, idle, [sid]):
+                claimed.add(sid)  # not JUSTID: that would not count it
+        if claimed:
+            self.client.hdel(holders_key(self.persona, self.consumer), *claimed)
+        return claimed
+
+    def record(self, holder: Holder, sids: list[str]) -> None:
+        """Who holds `sids` and until when (its ttl), so the claim-back keeps the holder's deadline."""
+        if not sids:
+            return
+        deadline = max(self.claim_after, holder.ttl)  # an exec run's hours are not cut to claim_after
+        value = json.dumps({"holder": holder.key, "until": time.time() + deadline, "host": socket.gethostname(),
+                            "pid": holder.pid, "start": holder.start})
+        self.client.hset(holders_key(self.persona, self.consumer), mapping={sid: value for sid in sids})
 
     def pending_of(self, member: str) -> dict[str, int]:
         """Stream id -> delivery count of `member`'s pending entries."""
@@ -421,6 +470,7 @@ class RedisSource:
 
     def xack(self, sids: list[str]) -> None:
         self.client.xack(self.stream, self.consumer, *sids)
+        self.client.hdel(holders_key(self.persona, self.consumer), *sids)
 
     def claim(self, member: str, sid: str, count: int) -> int:
         """Hold `sid` for `member` now (its deadline restarts), with delivery count `count`."""
@@ -431,6 +481,7 @@ class RedisSource:
         """Deliverable again at once to any member's next pull, its count kept at `count`."""
         self.client.xclaim(self.stream, self.consumer, FREE, 0, [sid], idle=GIVEN_BACK_IDLE_MS,
                            retrycount=count, justid=True)
+        self.client.hdel(holders_key(self.persona, self.consumer), sid)
 
     def park(self, sid: str, message: Message, attempts: int, reason: str) -> None:
         """Poison mail: copied to the dead-letter stream, then acknowledged (a crash between the two

@@ -3,9 +3,12 @@ through core.delivery.pull_through: the hand-over loop every entry point uses.""
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 
-from kijito_pull.core import render
+from kijito_pull.core import process, render
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, Message
@@ -119,14 +122,12 @@ def test_nothing_is_acknowledged_until_the_sink_took_it(redis_server, make, fact
 
 def test_a_dead_holders_entries_are_claimed_back_after_claim_after(redis_server, make, factory):
     append(redis_server, [1, 2])
-    dead = Holder("claude:dead-session")
+    dead = Holder("claude:dead-session", ttl=0.5)  # no process known: only the deadline tells
     sink = Text()
     assert pull_through(make(claim_after=0.5), factory, sink, holder=dead).delivered == [1, 2]
     assert make().held_by(dead.key) == [1, 2]
-    live = Holder("claude:other-session")
+    live = Holder("claude:other-session", ttl=0.5)
     assert pull_through(make(claim_after=0.5), factory, Text(), holder=live).delivered == []  # still held
-    import time
-
     time.sleep(0.6)
     again = Text()
     assert pull_through(make(claim_after=0.5), factory, again, holder=live).delivered == [1, 2]
@@ -169,9 +170,9 @@ def test_poison_mail_is_parked_at_the_limit_and_later_mail_flows(redis_server, m
 def test_a_holder_that_never_confirms_is_parked_after_max_attempts_hand_overs(redis_server, make, factory):
     append(redis_server, [1])
     for n in range(2):
-        pull_through(make(claim_after=0, max_attempts=2), factory, Text(), holder=Holder(f"claude:s{n}"))
+        pull_through(make(claim_after=0, max_attempts=2), factory, Text(), holder=Holder(f"claude:s{n}", ttl=0))
     report_sink = Text()
-    report = pull_through(make(claim_after=0, max_attempts=2), factory, report_sink, holder=Holder("claude:s9"))
+    report = pull_through(make(claim_after=0, max_attempts=2), factory, report_sink, holder=Holder("claude:s9", ttl=0))
     assert report.delivered == [] and [p["kid"] for p in make().parked()] == ["1"]
     assert any("parked" in note for note in report_sink.notes)
 
@@ -188,3 +189,25 @@ def test_an_unreachable_redis_is_one_api_error_line(factory):
 def test_a_wrong_scheme_is_refused(url):
     with pytest.raises(ValueError):
         redis_streams.check_url(url)
+
+
+def test_a_holder_whose_process_died_on_this_host_is_claimed_back_at_once(redis_server, make, factory):
+    append(redis_server, [1])
+    child = subprocess.Popen(["sleep", "60"])
+    me = process.proc(child.pid)
+    gone = Holder("claude:killed", child.pid, me.start if me else None)
+    assert pull_through(make(), factory, Text(), holder=gone).delivered == [1]
+    other = Holder("claude:next")
+    assert pull_through(make(), factory, Text(), holder=other).delivered == []  # its holder still runs
+    child.kill()
+    child.wait()
+    assert pull_through(make(), factory, Text(), holder=other).delivered == [1]
+
+
+def test_a_long_hand_over_keeps_its_holders_deadline_past_claim_after(redis_server, make, factory):
+    append(redis_server, [1])
+    long_run = Holder("exec:run", ttl=3600)  # an exec run: hours
+    assert pull_through(make(claim_after=0.2), factory, Text(), holder=long_run).delivered == [1]
+    time.sleep(0.3)
+    assert pull_through(make(claim_after=0.2), factory, Text(), holder=Holder("claude:s", ttl=0.2)).delivered == []
+    assert make().held_by(long_run.key) == [1]
