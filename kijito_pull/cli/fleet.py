@@ -1,4 +1,4 @@
-"""`status` and `parked` for a Redis source (`--source redis://...`, docs/fleets.md): what Redis itself
+"""`watch`, `status` and `parked` for a Redis source (`--source redis://...`, docs/fleets.md): what Redis itself
 says of each persona's stream (its groups' lag, pending entries and their holders; the dead-letter
 stream), read through sources.redis_streams. Nothing changes; Kijito is sent nothing."""
 
@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
+import threading
+import time
 from typing import Any
 
 from kijito_pull.context import Context, Settings
+from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
+from kijito_pull.core.sink import CLOSED, Sink
+from kijito_pull.sources import redis_streams
+
+WAKE_SLICE = 1.0  # seconds one XREAD BLOCK waits at most, so SIGTERM and the sink's queue are seen soon
 
 
 def _each_persona(settings: Settings, env: Environment, rows_of) -> list[dict[str, Any]] | None:  # noqa: ANN001
@@ -65,4 +73,45 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
                          f"after {row['attempts']} attempts ({row['reason']}) in {row['source']}\n")
     if not rows and not args.json:
         env.stdout.write("no parked mail\n")
+    return ExitCode.OK
+
+
+def watch(args: argparse.Namespace, env: Environment, settings: Settings, personas: list[str], sink: Sink,
+          stop: threading.Event, loop: queue.Queue) -> ExitCode:
+    """`watch --source redis://...`: each persona's group is pulled through `sink`, then the loop sleeps on
+    XREAD BLOCK (the wake) until something is appended, the sink posts to `loop`, or --poll-seconds pass
+    (a sweep: entries given back or claimed back wake nobody). Kijito is sent nothing."""
+    if not personas:
+        env.error("watch --source needs --persona (or --personas): a Redis source has no persona directory")
+        return ExitCode.USAGE
+    content_chars = None if args.no_content else args.content_chars
+    with Context(settings) as ctx:
+        sources = {p: ctx.redis_source(p) for p in personas}
+        sweep = 0.0
+        while not stop.is_set():
+            tops = {}
+            try:
+                tops = {p: (s, s.top()) for p, s in sources.items()}
+                for source in sources.values():
+                    pull_through(source, ctx.factory, sink, content_chars=content_chars, no_content=args.no_content)
+            except ApiError as exc:
+                env.error(f"{exc}; retried in {args.poll_seconds} s (nothing was acknowledged)")
+                tops = {}
+            sweep = time.monotonic() + args.poll_seconds
+            while not stop.is_set() and time.monotonic() < sweep:
+                try:
+                    item = loop.get_nowait()
+                except queue.Empty:
+                    item = None
+                if item == CLOSED:
+                    stop.set()
+                if item is not None:
+                    break  # PULL_NOW (or CLOSED): pull at once
+                try:
+                    if tops and redis_streams.wait(tops, min(WAKE_SLICE, sweep - time.monotonic())):
+                        break
+                except ApiError:
+                    tops = {}
+                if not tops:
+                    stop.wait(WAKE_SLICE)
     return ExitCode.OK

@@ -338,6 +338,19 @@ class RedisPull:
                 self._source.give_back(read.sid, read.count if read.refused else read.before)
 
 
+def wait(sources: dict[str, tuple[RedisSource, str]], timeout: float) -> bool:
+    """The wake: block (XREAD BLOCK, which takes nothing from any group) until an entry is appended after
+    the given top id of any of `sources` (persona -> (source, top)), or `timeout` seconds pass. True when
+    something was appended. All sources share one client."""
+    if not sources:
+        return False
+    first = next(iter(sources.values()))[0]
+    with failures(first.where):
+        answer = first.client.xread({s.stream: top for s, top in sources.values()}, count=1,
+                                    block=max(1, int(timeout * 1000)))
+    return bool(answer)
+
+
 class RedisSource:
     """The Redis Streams mail source for one (persona, consumer group) (core/source.py's MailSource).
 
@@ -515,6 +528,12 @@ class RedisSource:
                 if message is not None:
                     out.append((row["message_id"], message))
         return sorted(out, key=lambda pair: pair[1].id)
+
+    def top(self) -> str:
+        """The stream's newest entry id now ("0-0": empty), the point `wait` wakes after."""
+        with failures(self.where):
+            rows = self.client.xrevrange(self.stream, "+", "-", count=1)
+        return rows[0][0] if rows else "0-0"
 
     def lag(self) -> list[dict[str, Any]]:
         """Each group of this persona's stream: its lag, pending count and their holders (`status`)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import time
 
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.events import EventFactory
@@ -11,6 +13,7 @@ from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import BatchSink, Sink
 from kijito_pull.sources import redis_streams
 from tests.clirunner import Cli
+from tests.waiting import until
 
 PERSONA = "testbot"
 
@@ -77,3 +80,28 @@ def test_exec_from_redis_hands_the_mail_to_the_command_and_acks_only_on_exit_0(r
     assert "hello from the fleet" in out.read_text()
     assert source(redis_server, "agent").unseen() == [] and source(redis_server, "agent").held_by("x") == []
     assert redis_server.client().xpending(redis_streams.stream_key(PERSONA), "agent")["pending"] == 0
+
+
+def test_watch_from_redis_is_woken_by_an_append_and_exits_0_on_sigterm(redis_server, tmp_path):
+    appender = redis_streams.Appender(redis_streams.connect(redis_server.url), "t")
+    appender.append(PERSONA, Message(1, "river", "before", "2026-12-02T10:00:00Z", False))
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "state")
+    cli.environ.pop("KIJITOMON_TOKEN")
+    out = tmp_path / "events.ndjson"
+    with out.open("w") as stdout:
+        proc = cli.spawn("watch", "--persona", PERSONA, "--source", redis_server.url, "--consumer", "w",
+                         "--poll-seconds", "600", stdout=stdout)
+        try:
+            def ids():
+                return [e["id"] for e in map(json.loads, out.read_text().splitlines()) if e["event"] == "new"]
+
+            assert until(lambda: ids() == [1], timeout=20), (ids(), proc.poll())
+            appender.append(PERSONA, Message(2, "river", "after", "2026-12-02T10:00:01Z", False))
+            started = time.monotonic()
+            assert until(lambda: ids() == [1, 2], timeout=20), ids()
+            assert time.monotonic() - started < 5  # woken by the append, not by the 600 s sweep
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(20)
+    assert code == 0, proc.stderr.read()
+    assert redis_server.client().xpending(redis_streams.stream_key(PERSONA), "w")["pending"] == 0
