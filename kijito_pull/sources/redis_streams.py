@@ -437,10 +437,20 @@ class RedisSource:
         whose holder's deadline passed or whose holder process on this host is gone, and one with no
         record idle past claim_after. Each is taken with XCLAIM guarded by the idle time it was seen
         with, so of two members claiming at once only one gets it; the claim counts it."""
+        claimed: set[str] = set()
+        for sid, idle in self.due(member):
+            if self.client.xclaim(self.stream, self.consumer, member, idle, [sid]):
+                claimed.add(sid)  # not JUSTID: that would not count it
+        if claimed:
+            self.client.hdel(holders_key(self.persona, self.consumer), *claimed)
+        return claimed
+
+    def due(self, member: str | None) -> list[tuple[str, int]]:
+        """(stream id, idle ms) of the group's pending entries due back now, not held by `member`."""
         records = self.client.hgetall(holders_key(self.persona, self.consumer))
         rows = self.client.xpending_range(self.stream, self.consumer, "-", "+", READ_COUNT)
         now, host = time.time(), socket.gethostname()
-        claimed: set[str] = set()
+        out = []
         for row in rows:
             sid, owner, idle = row["message_id"], row["consumer"], int(row["time_since_delivered"])
             if owner == member:
@@ -453,11 +463,9 @@ class RedisSource:
                                                   and not process.alive(record["pid"], record.get("start")))
             else:
                 due = idle >= self.claim_after * 1000
-            if due and self.client.xclaim(self.stream, self.consumer, member, idle, [sid]):
-                claimed.add(sid)  # not JUSTID: that would not count it
-        if claimed:
-            self.client.hdel(holders_key(self.persona, self.consumer), *claimed)
-        return claimed
+            if due:
+                out.append((sid, idle))
+        return out
 
     def record(self, holder: Holder, sids: list[str]) -> None:
         """Who holds `sids` and until when (its ttl), so the claim-back keeps the holder's deadline."""
@@ -522,11 +530,10 @@ class RedisSource:
                                                                                count=_SCAN)] if last != "0-0" else \
             [(sid, message_of(fields)) for sid, fields in self.client.xrange(self.stream, "-", "+", count=_SCAN)]
         if group is not None:
-            idle = int(self.claim_after * 1000)
-            for row in self.client.xpending_range(self.stream, self.consumer, "-", "+", _SCAN, idle=idle):
-                message = self.entry(row["message_id"])
+            for sid, _idle in self.due(None):
+                message = self.entry(sid)
                 if message is not None:
-                    out.append((row["message_id"], message))
+                    out.append((sid, message))
         return sorted(out, key=lambda pair: pair[1].id)
 
     def top(self) -> str:
