@@ -211,3 +211,26 @@ def test_a_long_hand_over_keeps_its_holders_deadline_past_claim_after(redis_serv
     time.sleep(0.3)
     assert pull_through(make(claim_after=0.2), factory, Text(), holder=Holder("claude:s", ttl=0.2)).delivered == []
     assert make().held_by(long_run.key) == [1]
+
+
+def test_a_per_message_holder_settles_each_message_and_gives_back_the_rest_at_a_refusal(redis_server, make,
+                                                                                          factory):
+    append(redis_server, [1, 2, 3])
+    counts = []
+
+    class Child(Sink):
+        holder = Holder("pi:child", ttl=600)
+
+        def deliver(self, event, message):
+            rows = redis_server.client().xpending_range(redis_streams.stream_key(PERSONA), "agent", "-", "+", 10)
+            counts.append({r["message_id"]: r["times_delivered"] for r in rows})
+            return message.id != 2
+
+    report = pull_through(make(), factory, Child())
+    assert report.delivered == [1] and report.refused == 2
+    # each message counted as handed over when written: 2 was counted, 3 (never reached) was not
+    assert sorted(counts[1].values()) == [0, 1]
+    assert make().unseen() == [2, 3] and make().held_by("pi:child") == []
+    sink = Each()
+    pull_through(make(member="next"), factory, sink)
+    assert sink.taken == [2, 3]

@@ -121,3 +121,13 @@ def test_after_redis_lost_its_data_a_running_relay_re_reads_it_from_kijito(sb, t
         assert stop(proc) == 0
     assert sorted(kids(redis_server)) == sorted(sent)
     assert "lost 3 appended message" in proc.stderr.read()
+
+
+def test_a_relay_without_personas_relays_every_persona_of_the_account(sb, tmp_path, redis_server):
+    sent = sb.send(PERSONA, "river", "to the whole account")
+    cli = Cli(sb.url, sb.token, tmp_path / "all")
+    proc = cli.spawn("relay", "--redis", redis_server.url, "--interval", "0.1")
+    try:
+        assert until(lambda: sent in kids(redis_server), timeout=30), kids(redis_server)
+    finally:
+        assert stop(proc) == 0
