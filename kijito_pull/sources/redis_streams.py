@@ -246,6 +246,7 @@ class RedisPull:
                 self.signals.append(self._park(read, f"handed over {read.before} times, never confirmed"))
                 continue
             mine = self._holder is not None and not read.fresh
+            read.handed = mine  # what this holder holds stays with it unless retaken or released
             (self.held if mine else self.pending).append(read.message)
 
     def _park(self, read: _Read, reason: str) -> dict:

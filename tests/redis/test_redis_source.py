@@ -13,7 +13,7 @@ from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.sink import BatchSink, Sink
+from kijito_pull.core.sink import HELD_KEPT, BatchSink, Sink
 from kijito_pull.sources import redis_streams
 from kijito_pull.sources.redis_streams import Appender, RedisSource
 
@@ -234,3 +234,17 @@ def test_a_per_message_holder_settles_each_message_and_gives_back_the_rest_at_a_
     sink = Each()
     pull_through(make(member="next"), factory, sink)
     assert sink.taken == [2, 3]
+
+
+def test_a_keeping_holder_keeps_what_it_holds_across_pulls(redis_server, make, factory):
+    append(redis_server, [1, 2])
+    holder = Holder("claude:pusher")
+    first = Text()
+    first.held = HELD_KEPT
+    assert pull_through(make(), factory, first, holder=holder).delivered == [1, 2]
+    append(redis_server, [3])
+    second = Text()
+    second.held = HELD_KEPT
+    report = pull_through(make(), factory, second, holder=holder)
+    assert report.delivered == [3] and report.held == [1, 2, 3]
+    assert make().held_by(holder.key) == [1, 2, 3] and make().unseen() == []
