@@ -33,8 +33,7 @@ from kijito_pull.core.models import MAX_ID
 SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_DELIVERED_ABOVE = 200_000
-#: The cursor of an inbox seen empty: below every id the contract accepts (1..MAX_ID; a file written when
-#: id 0 was believed keeps its meaning).
+#: The cursor of an inbox seen empty: below every id the contract accepts (1..MAX_ID).
 EMPTY_CURSOR = -1
 
 
@@ -71,9 +70,7 @@ class Loaded:
     state: CursorState | None
     corrupt_reason: str | None = None
     restored: str | None = None
-    #: why the ack journal beside the state was not read (a FIFO, a link, not a regular file): a pull
-    #: refuses to go on (its facts could be missing); a reader (`status`) may show the state as it is
-    refused: str | None = None
+    refused: str | None = None  # why the ack journal was not read (a FIFO, a link): a pull refuses to go on
 
     @property
     def absent(self) -> bool:
