@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """`kijito-pull watch` side by side with kijito-inbox-monitor (the watcher it replaces), as markdown tables.
 
-Both tools run as real subprocesses against the same kind of in-process sandbox (a fresh one per run),
-with NDJSON on a stdout pipe that a reader thread timestamps line by line (time.monotonic()).
+Both tools run as real subprocesses against the same kind of in-process fake server (a fresh one per
+run), with NDJSON on a stdout pipe that a reader thread timestamps line by line (time.monotonic()).
+`--server` picks it:
+    sandbox  kijito_pull/sandbox (the default): the full fake, with its request log, fault rules and
+             SQLite store; its own work per request is part of what is measured.
+    plain    bench/plainserver.py: in-memory rows behind a bare stdlib HTTP/1.1 keep-alive server that
+             answers only what a watcher calls, so the measurement is of the clients. Use it for the
+             side-by-side latency ratio.
 
 (1) Wake latency: one watched persona (`--persona lat`); after its `armed` event and a settle delay
     (the long-poll is then held), N messages are sent one at a time with seeded random gaps
@@ -19,6 +25,17 @@ with NDJSON on a stdout pipe that a reader thread timestamps line by line (time.
     .venv/bin/python bench/bench_watch.py                     # full run (100 messages, 60 s windows)
     .venv/bin/python bench/bench_watch.py --quick             # 20 messages, 20 s windows (scaled to /min)
     .venv/bin/python bench/bench_watch.py --only latency --tools ours
+    .venv/bin/python bench/bench_watch.py --only latency --server plain --messages 40 --rounds 3
+                                   # the side-by-side ratio: the tools alternate, order flipped each round
+    .venv/bin/python bench/bench_watch.py --only latency --server plain --messages 40 --strace /tmp/tr
+                                   # what each tool does per wake: requests, syscalls, thread hops
+
+Requests per wake are counted by the server; with `--strace DIR` each latency run is also traced
+(`strace -f`, attached after arming, detached before the tool stops; bench/stracewake.py reads it):
+syscalls per message, and on the critical path of a wake (the long-poll answer read -> the `new` line
+written) and after it (-> the next long-poll sent). A traced run's latencies are slowed by strace: read
+its counts, and measure latency in a run without --strace. On a busy machine read ratios from
+interleaved rounds (`--rounds`), not absolute figures from one run.
 
 The reference is expected in its own venv, where `bash scripts/install-reference` puts it
 (.harness/kim/, from PyPI, pinned to 0.6.1), or pass --ref-exe. The sandbox runs in this process
@@ -49,6 +66,10 @@ from stats import percentile  # noqa: E402 - bench/ is on the path of a bench sc
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from plainserver import PlainServer  # noqa: E402
+from stracewake import Tracer, analyse  # noqa: E402
+from stracewake import report as report_strace  # noqa: E402
 
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 
@@ -203,6 +224,22 @@ class Proc:
             pass
         return out
 
+    def schedstat(self) -> tuple[int, int]:
+        """(ns on a CPU, times scheduled in), summed over the tool's threads (/proc/<pid>/task/*/schedstat):
+        a count-like measure of its work that a busy machine disturbs far less than wall-clock latency."""
+        ns = slices = 0
+        try:
+            tasks = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return 0, 0
+        for tid in tasks:
+            try:
+                run, _wait, n = Path(f"/proc/{self.pid}/task/{tid}/schedstat").read_text().split()[:3]
+            except (OSError, ValueError):
+                continue
+            ns, slices = ns + int(run), slices + int(n)
+        return ns, slices
+
     def cpu_seconds(self) -> float | None:
         try:
             fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -236,8 +273,16 @@ class Proc:
 # -- the benchmarks ---------------------------------------------------------------------------------
 
 
-def bench_latency(tool: Tool, messages: int, gaps: list[float], settle: float) -> dict[str, Any]:
-    with Sandbox(token=TOKEN, window_limit=20).start() as sb, tempfile.TemporaryDirectory() as tmpdir:
+def make_server(kind: str) -> Sandbox | PlainServer:
+    """A fresh fake server, started: the sandbox or the plain one (module docstring)."""
+    if kind == "plain":
+        return PlainServer(token=TOKEN, window_limit=20).start()
+    return Sandbox(token=TOKEN, window_limit=20).start()
+
+
+def bench_latency(tool: Tool, messages: int, gaps: list[float], settle: float, server: str = "sandbox",
+                  trace: Path | None = None) -> dict[str, Any]:
+    with make_server(server) as sb, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         sb.add_persona(LAT_PERSONA, memory_count=1)
         sb.add_persona(SENDER, memory_count=1)
@@ -246,16 +291,21 @@ def bench_latency(tool: Tool, messages: int, gaps: list[float], settle: float) -
             if p.wait_armed({LAT_PERSONA}, 60) is None:
                 raise RuntimeError(f"{tool.label} did not arm: {p.stderr_lines[-10:]}")
             time.sleep(settle)
+            tracer = Tracer(p.pid, trace) if trace is not None else None
+            startup = collections.Counter(r["path"] for r in sb.requests)
             sb.clear_requests()
+            cpu0 = p.schedstat()
             latencies: list[float] = []
             lat_gaps: list[float] = []  # the gap before each measured message
             missed: list[int] = []
             new_fields: set[str] = set()
+            sent_ids: list[int] = []
             for i in range(messages):
                 time.sleep(gaps[i])
                 index = len(p.events)
                 sent = time.monotonic()
                 mid = sb.send(to=LAT_PERSONA, sender=SENDER, content=f"wake {i}")
+                sent_ids.append(mid)
                 got = p.wait_for(lambda e, mid=mid: e.get("event") == "new" and e.get("id") == mid, 10.0, index)
                 if got is None:
                     missed.append(mid)
@@ -263,13 +313,24 @@ def bench_latency(tool: Tool, messages: int, gaps: list[float], settle: float) -
                 latencies.append(got[0] - sent)
                 lat_gaps.append(gaps[i])
                 new_fields |= set(got[1])
+            time.sleep(0.2)  # the last wake's acknowledgement and next hold belong to the window too
+            cpu1 = p.schedstat()
             log = sb.requests
+            if tracer is not None:
+                tracer.stop()
             by_path = collections.Counter(r["path"] for r in log)
             duplicates = sum(n - 1 for n in collections.Counter(
                 e.get("id") for _, e in p.events if e.get("event") == "new").values() if n > 1)
         finally:
             p.stop()
-        return {"tool": tool.key, "messages": messages, "latencies": latencies, "gaps": lat_gaps, "missed": missed,
+        delivered = collections.Counter(e.get("id") for _, e in p.events if e.get("event") == "new")
+        return {"tool": tool.key, "server": server, "messages": messages, "latencies": latencies, "gaps": lat_gaps,
+                "missed": missed, "never_delivered": sum(1 for i in sent_ids if i not in delivered),
+                "startup_requests": dict(startup),
+                "cpu_us_per_message": (cpu1[0] - cpu0[0]) / 1000 / max(messages, 1),
+                "slices_per_message": (cpu1[1] - cpu0[1]) / max(messages, 1),
+                "other_requests": len(log) - by_path.get("/api/notify/pending", 0) - by_path.get("/api/inbox", 0),
+                "strace": analyse(trace, p.pid, messages) if trace is not None else None,
                 "p50": percentile(latencies, 0.5) if latencies else None,
                 "p90": percentile(latencies, 0.9) if latencies else None,
                 "p99": percentile(latencies, 0.99) if latencies else None,
@@ -279,9 +340,9 @@ def bench_latency(tool: Tool, messages: int, gaps: list[float], settle: float) -
                 "killed": p.killed, "stderr_tail": p.stderr_lines[-5:]}
 
 
-def bench_idle(tool: Tool, personas: int, window: float, settle: float) -> dict[str, Any]:
+def bench_idle(tool: Tool, personas: int, window: float, settle: float, server: str = "sandbox") -> dict[str, Any]:
     names = [f"p{i:04d}" for i in range(personas)]
-    with Sandbox(token=TOKEN, window_limit=20).start() as sb, tempfile.TemporaryDirectory() as tmpdir:
+    with make_server(server) as sb, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         for i, name in enumerate(names):
             sb.add_persona(name, memory_count=1)
@@ -350,21 +411,42 @@ def verdict(ok: bool) -> str:
 
 
 def report_latency(results: list[dict], tools: dict[str, Tool], gaps: list[float]) -> None:
+    server = results[0]["server"]
+    traced = " (traced by strace: slowed, read the counts)" if results[0]["strace"] else ""
     print(f"\n### Wake latency, send to event line ({results[0]['messages']} messages, one persona, "
-          f"gaps {min(gaps):.2f}-{max(gaps):.2f} s, seeded)\n")
-    print("| tool | p50 | p90 | p99 | max | max after a gap < 0.5 s / >= 0.5 s | missed | "
-          "requests (notify / inbox) | target p50 <= 50 ms, p99 <= 250 ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"gaps {min(gaps):.2f}-{max(gaps):.2f} s, seeded; {server} server){traced}\n")
+    print("| tool | run | p50 | p90 | p99 | max | max after a gap < 0.5 s / >= 0.5 s | missed / never / duplicates | "
+          "requests per message (notify / inbox / other) | CPU per message (times scheduled in) | "
+          "target p50 <= 50 ms, p99 <= 250 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         ok = r["p50"] is not None and r["p50"] <= 0.050 and r["p99"] <= 0.250 and not r["missed"]
         req = r["requests"]
+        n = max(r["messages"], 1)
         short = [lat for lat, gap in zip(r["latencies"], r["gaps"]) if gap < 0.5]
         long_ = [lat for lat, gap in zip(r["latencies"], r["gaps"]) if gap >= 0.5]
-        print(f"| {tools[r['tool']].label} | {ms(r['p50'])} | {ms(r['p90'])} | {ms(r['p99'])} | {ms(r['max'])} | "
+        print(f"| {tools[r['tool']].label} | {r.get('round', 0) + 1} | {ms(r['p50'])} | {ms(r['p90'])} | "
+              f"{ms(r['p99'])} | {ms(r['max'])} | "
               f"{ms(max(short) if short else None)} / {ms(max(long_) if long_ else None)} | "
-              f"{len(r['missed'])} | {req.get('/api/notify/pending', 0)} / {req.get('/api/inbox', 0)} | "
+              f"{len(r['missed'])} / {r['never_delivered']} / {r['duplicates']} | "
+              f"{req.get('/api/notify/pending', 0) / n:.2f} / {req.get('/api/inbox', 0) / n:.2f} / "
+              f"{r['other_requests'] / n:.2f} | {r['cpu_us_per_message']:.0f} us ({r['slices_per_message']:.1f}) | "
               f"{verdict(ok)} |")
-    print("\nThe gap is the pause between reading one message's event line and sending the next.")
+    print("\nThe gap is the pause between reading one message's event line and sending the next. Requests are "
+          "those that arrived from the first send to 0.2 s after the last `new` line (the next hold included); CPU is "
+          "the tool's, all threads, over the same window (/proc/<pid>/task/*/schedstat).")
+    if "ours" in tools and "ref" in tools:
+        rounds = sorted({r.get("round", 0) for r in results})
+        ratios = []
+        for k in rounds:
+            pair = {r["tool"]: r for r in results if r.get("round", 0) == k}
+            if pair.get("ours", {}).get("p50") and pair.get("ref", {}).get("p50"):
+                ratios.append(pair["ours"]["p50"] / pair["ref"]["p50"])
+        pooled = {key: [x for r in results if r["tool"] == key for x in r["latencies"]] for key in ("ours", "ref")}
+        if ratios and pooled["ours"] and pooled["ref"]:
+            p_ours, p_ref = percentile(pooled["ours"], 0.5), percentile(pooled["ref"], 0.5)
+            print(f"\np50 ratio ours / reference: per round {', '.join(f'{x:.2f}x' for x in ratios)}; pooled "
+                  f"over {len(rounds)} round(s) {ms(p_ours)} / {ms(p_ref)} = **{p_ours / p_ref:.2f}x**")
 
 
 def report_idle(results: list[dict], tools: dict[str, Tool]) -> None:
@@ -439,6 +521,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ours-exe", default=str(REPO / ".venv" / "bin" / "kijito-pull"))
     parser.add_argument("--ref-exe", default=str(REFERENCE_EXE),
                         help="the reference's console script (default: where scripts/install-reference puts it)")
+    parser.add_argument("--server", choices=("sandbox", "plain"), default="sandbox",
+                        help="the fake server both tools talk to: sandbox (kijito_pull/sandbox, default) or "
+                             "plain (bench/plainserver.py: bare and in-memory, so the clients are measured)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="latency runs per tool, interleaved (ours, ref / ref, ours / ...): ratios per "
+                             "round and pooled over the rounds (1)")
+    parser.add_argument("--strace", metavar="DIR",
+                        help="trace each latency run with strace -f into DIR and report syscalls and thread "
+                             "hops per wake (slows the run: use the counts, not its latencies)")
     parser.add_argument("--json", metavar="FILE", help="also write every measurement as JSON")
     args = parser.parse_args(argv)
     messages = args.messages or (20 if args.quick else 100)
@@ -463,16 +554,25 @@ def main(argv: list[str] | None = None) -> int:
 
     lat: list[dict] = []
     idle: list[dict] = []
+    trace_dir = Path(args.strace) if args.strace else None
+    if trace_dir is not None:
+        trace_dir.mkdir(parents=True, exist_ok=True)
     if args.only in (None, "latency"):
-        for tool in tools.values():
-            print(f"  latency: {tool.label} ...", file=sys.stderr, flush=True)
-            lat.append(bench_latency(tool, messages, gaps, args.settle))
+        for k in range(max(1, args.rounds)):
+            order = list(tools.values()) if k % 2 == 0 else list(tools.values())[::-1]
+            for tool in order:
+                print(f"  latency: {tool.label}, round {k + 1} ...", file=sys.stderr, flush=True)
+                trace = trace_dir / f"{tool.key}-{k + 1}.trace" if trace_dir is not None else None
+                lat.append({**bench_latency(tool, messages, gaps, args.settle, args.server, trace), "round": k})
+        lat.sort(key=lambda r: (r["round"], list(tools).index(r["tool"])))
         report_latency(lat, tools, gaps)
+        if trace_dir is not None:
+            report_strace([(f"{tools[r['tool']].label} ({r['round'] + 1})", r["strace"]) for r in lat])
     if args.only in (None, "idle"):
         for n in sizes:
             for tool in tools.values():
                 print(f"  idle: {tool.label}, {n} personas ...", file=sys.stderr, flush=True)
-                idle.append(bench_idle(tool, n, window, args.settle))
+                idle.append(bench_idle(tool, n, window, args.settle, args.server))
         idle.sort(key=lambda r: (list(tools).index(r["tool"]), r["personas"]))
         report_idle(idle, tools)
         report_memory(idle, tools)

@@ -9,7 +9,9 @@ what it needs here and nowhere else:
 - `Context(settings)` builds the API client, each persona's cursor store and engine from them, so no
   command wires a `KijitoClient`, `StateStore` or `Engine` by hand.
 
-Imports only the core (docs/architecture.md).
+With a Redis source (`--source redis://...`, $KIJITO_PULL_SOURCE, config `source`), `engine()` builds
+the Redis Streams source instead (kijito_pull/sources/redis_streams.py, docs/fleets.md), and no request
+is sent to Kijito. Imports only the core and the sources (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kijito_pull.core.api import DEFAULT_TIMEOUT, KijitoClient
 from kijito_pull.core.engine import DEFAULT_MAX_ATTEMPTS, REPLAY, RESET_POLICIES, Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.paths import Paths
+from kijito_pull.core.pending import DEFAULT_TTL
 from kijito_pull.core.state import StateStore
 
 
@@ -40,6 +43,11 @@ class Flags:
     on_reset: str | None = None
     max_attempts: int | None = None
     mark_read: bool | None = None
+    source: str | None = None
+    claim_after: float | None = None
+
+
+SOURCE_ENV = "KIJITO_PULL_SOURCE"
 
 
 class Settings:
@@ -126,6 +134,30 @@ class Settings:
             raise config.ConfigError(f"mark_read must be true or false, not {str(value)[:20]!r}")
         return value
 
+    @functools.cached_property
+    def source(self) -> str | None:
+        """A Redis source URL (--source, else $KIJITO_PULL_SOURCE, else the config file's source), or None:
+        the embedded Kijito engine. Any other scheme is a ConfigError."""
+        value = self.flags.source or self.environ.get(SOURCE_ENV, "").strip() or self.file.get("source")
+        if not value:
+            return None
+        from kijito_pull.sources import redis_streams
+
+        try:
+            return redis_streams.check_url(str(value))
+        except ValueError as exc:
+            raise config.ConfigError(f"source: {exc}") from None
+
+    @functools.cached_property
+    def claim_after(self) -> float:
+        """Seconds a Redis hand-over stays with its holder before another member claims it back."""
+        value = self.flags.claim_after if self.flags.claim_after is not None else self.file.get("claim_after")
+        if value is None:
+            return DEFAULT_TTL
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise config.ConfigError(f"claim_after must be a number of seconds, not {str(value)[:20]!r}")
+        return float(value)
+
     @property
     def timeout(self) -> float:
         return self.flags.timeout or DEFAULT_TIMEOUT
@@ -151,6 +183,7 @@ class Context:
         self._limits = {k: v for k, v in (("attempts", attempts), ("deadline", deadline)) if v is not None}
         self._client_factory = client_factory or KijitoClient
         self._clients: list[Any] = []
+        self._redis: Any = None
 
     def new_client(self) -> Any:
         """A client of its own (the watch loop's long-poll holds one while the other reads inboxes)."""
@@ -169,14 +202,28 @@ class Context:
         return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer), root=s.paths.state_dir,
                           identity={"api_base": s.api_base, "persona": persona, "consumer": s.consumer})
 
-    def engine(self, persona: str, **options: Any) -> Engine | receipts.ReadReceipts:
-        """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...)."""
+    def engine(self, persona: str, **options: Any) -> Engine | receipts.ReadReceipts | Any:
+        """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...).
+        With a Redis source, that source instead (its own options: consumer, claim_after, max_attempts)."""
         config.validate_persona(persona)
+        if self.settings.source is not None:
+            return self.redis_source(persona)
         options.setdefault("on_reset", self.settings.on_reset)
         options.setdefault("max_attempts", self.settings.max_attempts)
         engine = Engine(self.client, self.store(persona), self.factory, persona=persona,
                         consumer=self.settings.consumer, **options)
         return receipts.ReadReceipts(engine, self.client) if self.settings.mark_read else engine
+
+    def redis_source(self, persona: str) -> Any:
+        from kijito_pull.sources import redis_streams
+
+        s = self.settings
+        if self._redis is None:
+            self._redis = redis_streams.connect(s.source, timeout=s.timeout)
+            self._clients.append(self._redis)
+        return redis_streams.RedisSource(self._redis, self.factory, persona=persona, consumer=s.consumer,
+                                         where=redis_streams.safe_url(s.source), claim_after=s.claim_after,
+                                         max_attempts=s.max_attempts)
 
     def close(self) -> None:
         for client in self._clients:

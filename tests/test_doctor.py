@@ -259,8 +259,8 @@ def test_a_lock_inherited_from_an_exited_pid_names_the_live_holder(machine, sand
     try:
         got = findings(run(["--json"], environ, machine["project"])[1])
         detail = got["cursors"]["detail"]
-        assert f"locked by pid {child} (pid " in detail, detail
-        assert f"locked by pid {lock.read_text()}" not in detail  # the pid that took it has exited
+        written = lock.read_text()  # the pid that took the lock, which has exited
+        assert f"locked by pid {child} (inherited; pid {written} exited)" in detail, detail
     finally:
         os.kill(child, 9)
 

@@ -1,8 +1,8 @@
 """The import rules of docs/architecture.md, enforced.
 
 (i) The layers, read statically (every import in every file, function-level ones included):
-    core/ imports nothing from sinks/, watch/, harnesses/ or cli/; sinks/ imports only core/;
-    watch/ imports only core/ and sinks/.
+    core/ imports nothing from sinks/, sources/, watch/, harnesses/ or cli/; sinks/ and sources/ import
+    only core/; watch/ imports only core/ and sinks/.
 (ii) The hook fast gate imports only the standard library: a real `kijito-pull hook NAME` in a project
     that has not opted in, for every hook in the registry, loads no third-party module, nothing heavy
     from the standard library, and of kijito_pull only the gate itself and the registry's cheap parts.
@@ -28,9 +28,10 @@ PACKAGE = REPO / "kijito_pull"
 LAYERS = {
     "core": set(),
     "sinks": {"core"},
+    "sources": {"core"},
     "watch": {"core", "sinks"},
 }
-GUARDED = ("core", "sinks", "watch", "harnesses", "cli")
+GUARDED = ("core", "sinks", "sources", "watch", "harnesses", "cli")
 
 
 def imported_modules(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:

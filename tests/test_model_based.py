@@ -55,9 +55,10 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kijito_pull.core.delivery import pull_through
-from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine, Pull
+from kijito_pull.core.engine import Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy, parse_inbox
+from kijito_pull.core.pull import CORRUPT, FIRST_CONTACT, NORMAL, Pull
 from kijito_pull.core.sink import BatchSink, Sink
 from kijito_pull.core.state import SCHEMA, StateStore
 from kijito_pull.sandbox import Sandbox
@@ -281,8 +282,8 @@ class WindowedInbox:
         return env
 
 
-class RecordingSink(Sink):
-    """A consumer that takes mail in order and may refuse the message at position `refuse_at`."""
+class Recording:
+    """What a test consumer saw: the signals, what it was offered and took, the message it refused."""
 
     def __init__(self, refuse_at: int | None = None):
         self.refuse_at = refuse_at
@@ -293,6 +294,13 @@ class RecordingSink(Sink):
 
     def signal(self, event: dict) -> None:
         self.signals.append(event)
+
+    def kinds(self) -> list[str]:
+        return [s["event"] for s in self.signals]
+
+
+class RecordingSink(Recording, Sink):
+    """A consumer that takes mail in order and may refuse the message at position `refuse_at`."""
 
     def deliver(self, event: dict, message: Message) -> bool:
         assert event["event"] == "new" and event["id"] == message.id
@@ -305,23 +313,13 @@ class RecordingSink(Sink):
         self.taken.append(message.id)
         return True
 
-    def kinds(self) -> list[str]:
-        return [s["event"] for s in self.signals]
 
-
-class RecordingBatchSink(BatchSink):
+class RecordingBatchSink(Recording, BatchSink):
     """An agent hand-over (core/sink.BatchSink) that fits only the first `refuse_at` messages (maybe none)."""
 
     def __init__(self, refuse_at: int | None = None):
-        super().__init__()
-        self.refuse_at = refuse_at
-        self.signals: list[dict] = []
-        self.taken: list[int] = []
-        self.offered: list[int] = []
-        self.refused: int | None = None
-
-    def signal(self, event: dict) -> None:
-        self.signals.append(event)
+        BatchSink.__init__(self)
+        Recording.__init__(self, refuse_at)
 
     def compose(self, persona: str, messages):
         self.offered.extend(m.id for m in messages)
@@ -335,9 +333,6 @@ class RecordingBatchSink(BatchSink):
             return False
         self.taken.extend(m.id for m in shown)
         return True
-
-    def kinds(self) -> list[str]:
-        return [s["event"] for s in self.signals]
 
 
 class SpyEngine(Engine):

@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_personas(parser, many=False)
     options.add_connection(parser)
     options.add_consumer(parser)
+    options.add_source(parser)
     parser.add_argument("--run-anyway", action="store_true",
                         help="run COMMAND even when the inbox cannot be read (without mail)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")

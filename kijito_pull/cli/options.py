@@ -55,6 +55,26 @@ def add_consumer(parser: argparse.ArgumentParser) -> None:
                              "also $KIJITO_PULL_MARK_READ=1 or mark_read = true in the config file)")
 
 
+def add_source(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("source (fleets, docs/fleets.md)")
+    group.add_argument("--source", metavar="URL", default=None,
+                       help="read the persona's Redis stream (redis://HOST:PORT/DB) through the consumer group "
+                            "named by --consumer, instead of Kijito ($KIJITO_PULL_SOURCE; config file: source)")
+    group.add_argument("--claim-after", type=non_negative_float, default=None, metavar="SECONDS",
+                       help="with a Redis source: seconds a hand-over stays with its holder before another "
+                            "member claims it back (default 900; config file: claim_after)")
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -83,7 +103,8 @@ def flags(args: argparse.Namespace) -> Flags:
                  auth_header=getattr(args, "auth_header", None), personas=personas,
                  consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None),
                  on_reset=getattr(args, "on_reset", None), max_attempts=getattr(args, "max_attempts", None),
-                 mark_read=getattr(args, "mark_read", None))
+                 mark_read=getattr(args, "mark_read", None),
+                 source=getattr(args, "source", None), claim_after=getattr(args, "claim_after", None))
 
 
 def settings(args: argparse.Namespace, env: Environment) -> Settings:

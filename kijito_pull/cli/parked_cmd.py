@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="hand parked message ID over again on the cursor's next pull")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     options.add_connection(parser)
+    options.add_source(parser)  # with it: the group's dead-letter stream in Redis
     parser.set_defaults(run=run)
 
 
@@ -63,6 +64,11 @@ def _rows(env: Environment, personas: list[str] | None, consumer: str | None) ->
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
+    settings = options.settings(args, env)
+    if settings.source is not None:
+        from kijito_pull.cli import fleet
+
+        return fleet.parked(args, env, settings)
     if args.retry is not None:
         return _retry(args, env)
     rows = _rows(env, args.persona, args.consumer)

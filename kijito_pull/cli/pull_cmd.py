@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_consumer(parser)
     options.add_on_reset(parser)
     options.add_max_attempts(parser)
+    options.add_source(parser)
     parser.add_argument("--max-replay", type=options.non_negative_int, default=DEFAULT_MAX_REPLAY, metavar="N",
                         help=f"on first contact, deliver at most N visible unread messages "
                              f"(default {DEFAULT_MAX_REPLAY}); the rest are announced, never silent")
@@ -52,11 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     settings = options.settings(args, env)
-    personas, _, _ = settings.personas, settings.consumer, settings.connection()  # all checked before a request
+    # all checked before a request; a Redis source needs no Kijito connection (it sends Kijito nothing)
+    personas, _, _ = settings.personas, settings.consumer, settings.source or settings.connection()
     worst = ExitCode.OK
     with Context(settings) as ctx:
+        # Urgency is Kijito's notify/pending count: a Redis source asks Kijito nothing, so it says none.
+        urgent = None if settings.source else (lambda p, ms: _urgent_among(ctx.client, p, ms))
         sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(
-            env.stdout, None if args.quiet else env.stderr, count_urgent=lambda p, ms: _urgent_among(ctx.client, p, ms))
+            env.stdout, None if args.quiet else env.stderr, count_urgent=urgent)
         for persona in personas:
             progress = WalkProgress.for_terminal(env.stderr, persona, quiet=args.quiet)
             engine = ctx.engine(persona, max_replay=args.max_replay, page_budget=args.page_budget,

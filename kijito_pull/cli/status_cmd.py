@@ -1,4 +1,5 @@
-"""`kijito-pull status`: where each cursor stands (local files only; no token, no network)."""
+"""`kijito-pull status`: where each cursor stands (local files only; no token, no network), or with a Redis
+source (`--source redis://...`) what Redis says of each consumer group (cli/fleet.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--persona", action="append", metavar="NAME", help="only this persona; repeatable")
     parser.add_argument("--consumer", metavar="NAME", help="only this consumer")
     parser.add_argument("--json", action="store_true", help="one JSON object per cursor, one per line")
+    options.add_source(parser)  # with it: each group's lag, pending entries and holders, from Redis
     parser.set_defaults(run=run)
 
 
@@ -81,6 +83,11 @@ def _pending_text(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
+    settings = options.settings(args, env)
+    if settings.source is not None:
+        from kijito_pull.cli import fleet
+
+        return fleet.status(args, env, settings)
     directory = Paths(env.environ).cursors_dir
     rows = [_describe(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
     if args.persona:

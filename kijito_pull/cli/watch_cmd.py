@@ -51,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_consumer(p)
     options.add_on_reset(p)
     options.add_max_attempts(p)
+    options.add_source(p)  # with it: the personas' Redis streams, woken by XREAD BLOCK (cli/fleet.py)
 
     poll = p.add_argument_group("polling")
     poll.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",
@@ -180,9 +181,16 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     personas = requested_personas(args)
     all_personas = args.all_personas or not personas
     settings = Settings(env.environ, replace(options.flags(args), personas=()))  # watch's own persona rules
-    consumer, _ = settings.consumer, settings.connection()  # checked before anything starts
+    consumer, _ = settings.consumer, settings.source or settings.connection()  # checked before anything starts
     loop: queue.Queue = queue.Queue()
     sink = build_sink(args, env, loop)
+    if settings.source is not None:
+        from kijito_pull.cli import fleet
+
+        stop = threading.Event()
+        with _signals(stop, sink):
+            own = Settings(env.environ, replace(options.flags(args), personas=tuple(personas)))
+            return fleet.watch(args, env, own, personas, sink, stop, loop)
     ctx = Context(settings)
     client, notify_client, factory = ctx.client, ctx.new_client(), ctx.factory
 

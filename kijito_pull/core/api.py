@@ -158,7 +158,7 @@ class KijitoClient:
         session = self._session
         # One deadline bounds the whole call, every attempt's connect, head and body included: what is left
         # of it is the transport's `total` (core/transport.py), so no trickle of bytes outlasts it.
-        limit = max(timeout, self.deadline)
+        limit = self._limit(timeout)
         left = started + limit - time.monotonic()
         if left <= 0:
             raise ApiError(f"{path}: timed out: no whole answer within {limit:g} s", transient=True)
@@ -170,6 +170,11 @@ class KijitoClient:
                                     timeout=timeouts, allow_redirects=False, stream=True,
                                     proxies=session.proxies, verify=session.verify, cert=session.cert)
         return self._answer(response, method, path, timeout, started)
+
+    def _limit(self, timeout: float) -> float:
+        """The seconds a call may take from its start, every attempt and body included (a long poll's
+        timeout may exceed the deadline)."""
+        return max(timeout, self.deadline)
 
     def _answer(self, response: requests.Response, method: str, path: str, timeout: float, started: float) -> Any:
         """The decoded body of a 2xx answer; any other answer is an ApiError."""
@@ -221,7 +226,7 @@ class KijitoClient:
         # One growing buffer, not a list of chunks joined at the end: joining held the body twice, and
         # the watch loop reads two bodies at once (counts and an inbox).
         body = bytearray()
-        limit_at = started + max(timeout, self.deadline)
+        limit_at = started + self._limit(timeout)
         try:
             for chunk in _arrivals(response, 65536):
                 if len(body) + len(chunk) > MAX_BODY_BYTES:

@@ -206,8 +206,8 @@ def parse_inbox(data: Any, before_id: int | None = None, persona: str | None = N
 def _check_persona(obj: dict, where: str, persona: str) -> None:
     stated = obj.get("persona")
     if stated is not None and stated != persona:
-        shown = stated[:64] if isinstance(stated, str) else type(stated).__name__
-        raise Untrustworthy(f"{where} states persona {shown!r}, not {persona!r} as asked")
+        shown = repr(stated[:64]) if isinstance(stated, str) else f"a {type(stated).__name__}"
+        raise Untrustworthy(f"{where} states persona {shown}, not {persona!r} as asked")
 
 
 def _parse_row(row: Any, index: int, persona: str | None = None) -> Message:

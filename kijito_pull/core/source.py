@@ -2,7 +2,7 @@
 
 Everything above core (the hand-over loop in core/delivery.py and every entry point on it) is written
 against these two protocols and never knows which source it reads. Today's source is the Kijito engine
-over a local cursor file (`core.engine.Engine`, `core.engine.Pull`); a Redis Streams consumer group
+over a local cursor file (`core.engine.Engine`, `core.pull.Pull`); a Redis Streams consumer group
 is meant to be the second, mapping each call onto its own mechanism (shared/design.md, "Where the mail
 state lives"):
 

@@ -10,10 +10,8 @@ import contextlib
 import dataclasses
 import datetime
 import fcntl
-import hashlib
 import json
 import os
-import re
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
@@ -24,76 +22,19 @@ from typing import Any
 from kijito_pull import __version__
 from kijito_pull.core import lock as filelock
 from kijito_pull.core import pending as pending_mod
+from kijito_pull.core.cursorfields import (
+    parse_failures,
+    parse_parked,
+    parse_recent,
+)
 from kijito_pull.core.files import StateError, ensure_private_dir, open_regular
 from kijito_pull.core.models import MAX_ID
 
 SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_DELIVERED_ABOVE = 200_000
-#: How many accounted ids at or below the cursor are remembered, so an id that becomes visible late
-#: (taken before higher ids, committed after they were delivered) is still delivered: docs/delivery.md.
-RECENT_LIMIT = 128
-#: The cursor of an inbox seen empty: below every id the contract accepts (1..MAX_ID; a file written when
-#: id 0 was believed keeps its meaning).
+#: The cursor of an inbox seen empty: below every id the contract accepts (1..MAX_ID).
 EMPTY_CURSOR = -1
-
-
-#: Every id the contract accepts fits (MAX_ID has 19 digits); the engine never lets a larger one in.
-_RECENT_ITEM = re.compile(r"(-?\d{1,19}):([0-9a-f]{8})")
-
-
-def _parse_recent(raw: Any, cursor: int | None) -> dict[int, str] | None:
-    """The `recent` string of a state file ("id:fingerprint ..."), or None when it is malformed."""
-    if not isinstance(raw, str):
-        return None
-    items = raw.split()
-    if len(items) > RECENT_LIMIT or (items and cursor is None):
-        return None
-    out: dict[int, str] = {}
-    for item in items:
-        match = _RECENT_ITEM.fullmatch(item)
-        if match is None or int(match.group(1)) > cursor:
-            return None
-        out[int(match.group(1))] = match.group(2)
-    return dict(sorted(out.items()))
-
-
-MAX_PARKED = 10_000
-
-
-def _is_id(key: Any) -> bool:
-    return isinstance(key, str) and key.lstrip("-").isdigit() and len(key) <= 20
-
-
-def _parse_failures(raw: Any) -> dict[int, int]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict) or len(raw) > MAX_PARKED or not all(
-            _is_id(k) and isinstance(v, int) and not isinstance(v, bool) and v > 0 for k, v in raw.items()):
-        raise ValueError("the state file's failure counts are malformed")
-    return {int(k): v for k, v in sorted(raw.items(), key=lambda kv: int(kv[0]))}
-
-
-def _parse_parked(raw: Any) -> dict[int, dict[str, Any]]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict) or len(raw) > MAX_PARKED:
-        raise ValueError("the state file's parked mail is malformed")
-    out = {}
-    for k, v in raw.items():
-        if not (_is_id(k) and isinstance(v, dict) and isinstance(v.get("since"), str)
-                and isinstance(v.get("attempts"), int) and isinstance(v.get("retry", False), bool)):
-            raise ValueError("the state file's parked mail is malformed")
-        out[int(k)] = {"since": v["since"], "attempts": v["attempts"], "retry": v.get("retry", False),
-                       **({"reason": v["reason"]} if isinstance(v.get("reason"), str) else {})}
-    return dict(sorted(out.items()))
-
-
-def fingerprint(sender: str, created: str, content: str) -> str:
-    """A short digest of who sent a message, when, and how it begins (a server clips only the end of a
-    body): a reused id carries another one."""
-    text = f"{sender}\0{created}\0{content[:32]}"
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 class LockTimeout(StateError):
@@ -129,9 +70,7 @@ class Loaded:
     state: CursorState | None
     corrupt_reason: str | None = None
     restored: str | None = None
-    #: why the ack journal beside the state was not read (a FIFO, a link, not a regular file): a pull
-    #: refuses to go on (its facts could be missing); a reader (`status`) may show the state as it is
-    refused: str | None = None
+    refused: str | None = None  # why the ack journal was not read (a FIFO, a link): a pull refuses to go on
 
     @property
     def absent(self) -> bool:
@@ -517,14 +456,14 @@ class StateStore:
             raise ValueError("the state file's pin is malformed")
         if cursor is None and data.get("pending"):
             raise ValueError("the state file lists pending hand-overs without a cursor")
-        recent = _parse_recent(data.get("recent", ""), cursor)
+        recent = parse_recent(data.get("recent", ""), cursor)
         if recent is None:
             raise ValueError("the state file's recent list is malformed")
         return CursorState(cursor=cursor, delivered_above=sorted(set(above)),
                            pin={"since": pin["since"], "reason": pin["reason"]} if pin else None,
                            pending=pending_mod.parse(data.get("pending"), cursor),
-                           recent=recent, failures=_parse_failures(data.get("failures")),
-                           parked=_parse_parked(data.get("parked")))
+                           recent=recent, failures=parse_failures(data.get("failures")),
+                           parked=parse_parked(data.get("parked")))
 
     # -- writing -----------------------------------------------------------------------------------
 

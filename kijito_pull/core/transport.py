@@ -77,27 +77,34 @@ def _within(seconds: float | None, deadline: float | None) -> float | None:
 
 class _DeadlineReader(io.RawIOBase):
     """What http.client reads an answer through (head and body): each receive waits at most the read
-    timeout and never past the deadline."""
+    timeout and never past the deadline. It reads through the socket's own file (`makefile`), which
+    keeps the socket open until the answer is closed, as http.client's own reader does: a connection
+    closed as soon as its answer's head is read (`Connection: close`) still has its body read."""
 
     def __init__(self, sock: socket.socket, deadline: float, read_timeout: float | None):
         super().__init__()
         self._sock, self._deadline, self._read = sock, deadline, read_timeout
+        self._file = sock.makefile("rb", buffering=0)
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: Any) -> int | None:
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise _DeadlinePassed("the exchange's deadline passed")
         cut = self._read is None or left < self._read
         self._sock.settimeout(left if cut else self._read)
         try:
-            return self._sock.recv_into(buffer)
+            return self._file.readinto(buffer)
         except socket.timeout:
             if cut:
                 raise _DeadlinePassed("the exchange's deadline passed") from None
             raise
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 class _DeadlineSocket:

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from kijito_pull.core import paths
+from kijito_pull.core import lockholder, paths
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding, home, shown
 from kijito_pull.core.paths import Paths
 from kijito_pull.doctor.config_checks import file_mode
@@ -135,7 +135,8 @@ def check_cursors(ctx: Context) -> Finding:
             problems.append(f"{who}: pinned since {loaded.state.pin.get('since')} ({loaded.state.pin.get('reason')})")
         holder = store.lock_holder()
         if holder is not None:
-            held.append(f"{who} {lock_text(holder, store.lock_path, ctx)}")
+            # never the pid of a locker that exited: the process that inherited its lock (core/lockholder.py)
+            held.append(f"{who} locked by {lockholder.holder(store.lock_path, holder).describe()}")
     summary = f"{len(files)} cursor{'s' if len(files) != 1 else ''}"
     if ctx.persona and ctx.api_base:
         summary += f" ({mine} for {ctx.persona} at {ctx.api_base})"
@@ -147,47 +148,6 @@ def check_cursors(ctx: Context) -> Finding:
                        "(never skips); `kijito-pull status` shows them, and a pull with the server reachable "
                        "usually clears them")
     return Finding("cursors", OK, summary)
-
-
-def lock_text(holder: int, lock: Path, ctx: Context) -> str:
-    """Who holds a cursor's lock. The lock file names the pid that took it; when that pid has exited the
-    lock is held by a process that inherited it (a child it started), which is named when this user's
-    processes show the file open (Linux), and never the exited pid as the holder."""
-    if holder and lifecycle.alive(holder, None):
-        return f"locked by pid {holder}"
-    openers = [pid for pid in processes_with_open(lock) if pid != os.getpid()]
-    if openers:
-        who = ", ".join(map(str, openers[:3]))
-        return (f"locked by pid {who}" + (f" (pid {holder}, which took the lock, has exited; the lock went to a "
-                                          "process it started)" if holder else ""))
-    if not holder:
-        return "locked by a process that did not write its pid"
-    return (f"locked, but not by pid {holder}, which took the lock and has exited: a process it started holds it "
-            f"(`fuser {shown(lock, ctx.environ)}` names it)")
-
-
-def processes_with_open(path: Path) -> list[int]:
-    """The pids of this user's processes that hold `path` open (read from /proc; [] where there is none)."""
-    try:
-        target = os.stat(path)
-        pids = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
-    except OSError:
-        return []
-    found = []
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue  # gone, or another user's
-        for fd in fds:
-            try:
-                st = os.stat(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
-                found.append(pid)
-                break
-    return found
 
 
 def check_leases(ctx: Context) -> Finding:

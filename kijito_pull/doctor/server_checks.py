@@ -115,6 +115,7 @@ def check_persona(ctx: Context) -> Finding:
     if not ctx.reachable:
         return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}); not looked up: the server "
                                         "was not reachable", "fix the reachability finding")
+    from kijito_pull.core import directory
     from kijito_pull.core.models import ApiError
 
     client = _client(ctx)
@@ -126,14 +127,15 @@ def check_persona(ctx: Context) -> Finding:
                        "retry later; the inbox itself answered, so mail can still be pulled")
     finally:
         client.close()
-    if ctx.persona in names:
+
+    found = directory.look_up(ctx.persona, names)
+    if found.listed:
         return Finding("persona", OK, f"{ctx.persona} (from {ctx.persona_source}) is in the account's directory")
-    variants = [n for n in names if n.casefold() == ctx.persona.casefold()]
-    if variants:
-        return Finding("persona", FAIL, f"{ctx.persona} (from {ctx.persona_source}) is not in the directory, but "
-                                        f"{', '.join(variants)} is: inbox names are case-sensitive, so mail for "
-                                        f"{variants[0]} never reaches {ctx.persona}",
-                       f"use the directory's spelling: 'inbox persona: {variants[0]}' or --persona {variants[0]}")
+    if found.variants:
+        return Finding("persona", FAIL, f"{ctx.persona} (from {ctx.persona_source}) {found.variant_clause()}",
+                       f"use the directory's spelling: 'inbox persona: {found.variants[0]}' or --persona "
+                       f"{found.variants[0]}")
+    count = f"{found.size} persona" + ("" if found.size == 1 else "s")
     return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}) is not in the account's directory "
-                                    f"({len(names)} personas): nobody has written to it yet, or the name is wrong",
+                                    f"({count}): nobody has written to it yet, or the name is wrong",
                    "check the spelling against the directory; it appears there once someone sends it mail")

@@ -106,7 +106,7 @@ def setup(persona: str, environ: Mapping[str, str], *, timeout: float = HOOK_TIM
           attempts: int = 2, deadline: float = HOOK_DEADLINE) -> Setup:
     """Raises ConfigError (no token, bad API base, bad config file) before any request is sent."""
     settings = Settings(environ, Flags(timeout=timeout))
-    settings.connection()  # every setting checked before a request is sent
+    settings.source or settings.connection()  # every setting checked before a request is sent (Redis: no Kijito)
     ctx = Context(settings, attempts=attempts, deadline=deadline)
     return Setup(ctx.engine(persona, lock_timeout=2.0), ctx)
 

@@ -100,10 +100,14 @@ class LongPoll:
 
 
 class Notifier(threading.Thread):
-    """Polls notify/pending forever (until stopped), posting Counts or NotifyFailed to `out`."""
+    """Polls notify/pending forever (until stopped), posting Counts or NotifyFailed to `out`.
+
+    With `handle`, a Counts answer is handled on this thread instead (`handle(item)`, before the next
+    request): the wake then costs no hand-off to another thread. NotifyFailed is always posted."""
 
     def __init__(self, client: KijitoClient, protocol: LongPoll, out: queue.Queue, stop: threading.Event,
-                 clock: Callable[[], float] = time.monotonic, handoff_wait: float = HANDOFF_WAIT):
+                 clock: Callable[[], float] = time.monotonic, handoff_wait: float = HANDOFF_WAIT,
+                 handle: Callable[[Counts], None] | None = None):
         super().__init__(name="kijito-notify", daemon=True)
         self.client = client
         self.protocol = protocol
@@ -111,6 +115,7 @@ class Notifier(threading.Thread):
         self.stop_event = stop
         self.clock = clock
         self.handoff_wait = handoff_wait
+        self.handle = handle
         self.kick = threading.Event()  # set to cut an interval sleep short (e.g. after a failed pull)
 
     def run(self) -> None:
@@ -126,8 +131,11 @@ class Notifier(threading.Thread):
                 retry_after = exc.retry_after
             if self.stop_event.is_set():
                 return
-            self.out.put(item)
-            if isinstance(item, Counts) and self.protocol.advanced and self.handoff_wait > 0:
+            if self.handle is not None and isinstance(item, Counts):
+                self.handle(item)
+            else:
+                self.out.put(item)
+            if self.handle is None and isinstance(item, Counts) and self.protocol.advanced and self.handoff_wait > 0:
                 # Let the loop read the inbox alone; the spacing below still counts from `started`.
                 item.handled.wait(self.handoff_wait)
                 if self.stop_event.is_set():

@@ -102,6 +102,9 @@ class Watcher:
         self.directory: dict[str, int | None] = {}
         self.next_heartbeat = None if not options.heartbeat else clock() + options.heartbeat
         self.next_rediscover = clock() + options.rediscover_every if options.all_personas else None
+        # Held by whichever thread acts: the notifier thread handles a count answer itself (no hand-off on
+        # the wake's path), the main thread everything else (timers, sweeps, failures).
+        self.busy = threading.RLock()
         for name in personas:
             self._add(name, explicit=True)
 
@@ -324,13 +327,30 @@ class Watcher:
             if target.last_unread is None:
                 target.last_unread, target.last_urgent = 0, 0
 
+    def handle_counts(self, item: Counts) -> None:
+        """A count answer, on the notifier's thread. A failure is handed to the main thread to raise."""
+        with self.busy:
+            if self.stop.is_set():
+                return
+            before = self._next_deadline()
+            try:
+                self.on_counts(item)
+            except BaseException as exc:
+                self.loop.put(_Crashed(exc))
+                raise
+            after = self._next_deadline()
+        if after is not None and (before is None or after < before):
+            self.loop.put(None)  # a new, earlier timer: the main thread recomputes its wait
+
     def run(self) -> None:
-        self.arm()
+        with self.busy:
+            self.arm()
         protocol = LongPoll(self.opts.wait, self.opts.poll_seconds, self.opts.min_spacing)
-        notifier = Notifier(self.notify_client, protocol, self.loop, self.stop)
+        notifier = Notifier(self.notify_client, protocol, self.loop, self.stop, handle=self.handle_counts)
         notifier.start()
         while not self.stop.is_set():
-            deadline = self._next_deadline()
+            with self.busy:
+                deadline = self._next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - self.clock())
             try:
                 item = self.loop.get(timeout=min(timeout, 1.0) if timeout is not None else 1.0)
@@ -338,16 +358,26 @@ class Watcher:
                 item = None
             if self.stop.is_set():
                 break
-            if isinstance(item, Counts):
-                try:
-                    self.on_counts(item)
-                finally:
-                    item.handled.set()  # the notifier may send its next hold now
-            elif isinstance(item, NotifyFailed):
-                self.on_notify_failed(item)
-            elif item == PULL_NOW:
-                self.pull_all()
-            elif item == CLOSED:
-                self.stop.set()
-                break
-            self._run_timers()
+            if isinstance(item, _Crashed):
+                raise item.error
+            with self.busy:
+                if isinstance(item, Counts):
+                    try:
+                        self.on_counts(item)
+                    finally:
+                        item.handled.set()  # the notifier may send its next hold now
+                elif isinstance(item, NotifyFailed):
+                    self.on_notify_failed(item)
+                elif item == PULL_NOW:
+                    self.pull_all()
+                elif item == CLOSED:
+                    self.stop.set()
+                    break
+                self._run_timers()
+
+
+@dataclass(frozen=True)
+class _Crashed:
+    """A failure of the notifier thread's handling, raised again on the main thread."""
+
+    error: BaseException

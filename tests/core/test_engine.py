@@ -13,8 +13,9 @@ import os
 
 import pytest
 
-from kijito_pull.core.engine import CORRUPT, FIRST_CONTACT, NORMAL, Engine
+from kijito_pull.core.engine import Engine
 from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy, parse_inbox
+from kijito_pull.core.pull import CORRUPT, FIRST_CONTACT, NORMAL
 from kijito_pull.core.state import CursorState, StateStore
 
 PERSONA = "testbot"
@@ -433,7 +434,7 @@ def test_a_late_visible_id_in_the_trailing_window_is_delivered_once(store, facto
 
 
 def test_a_late_id_older_than_the_remembered_window_is_not_guessed_at(store, factory, monkeypatch):
-    from kijito_pull.core import engine as engine_mod
+    from kijito_pull.core import pull as engine_mod  # Pull._recent keeps the newest RECENT_LIMIT
 
     monkeypatch.setattr(engine_mod, "RECENT_LIMIT", 2)
     source = FakeInbox([1, 2, 5, 6])

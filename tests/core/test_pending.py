@@ -10,8 +10,8 @@ import pytest
 
 from kijito_pull.core import pending
 from kijito_pull.core.delivery import pull_through
-from kijito_pull.core.engine import FIRST_CONTACT
 from kijito_pull.core.pending import Entry, Holder
+from kijito_pull.core.pull import FIRST_CONTACT
 from kijito_pull.core.sink import Sink
 from kijito_pull.core.state import CursorState
 from tests.core.test_engine import FakeInbox, engine, kinds, pull_once, saved

@@ -236,6 +236,20 @@ def test_an_answer_within_the_deadline_keeps_its_connection(serve):
     assert server.connections == 1
 
 
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "until-close"])
+def test_an_answer_that_closes_its_connection_is_read_whole(serve, sized):
+    """`Connection: close` (or no length at all): http.client closes the connection once the head is read,
+    and the body must still be read from it to the end (it was cut off, EBADF, under the deadline reader)."""
+    raw = json.dumps(PAGE).encode()
+    length = f"Content-Length: {len(raw)}\r\n" if sized else ""
+    server = serve(lambda head: [f"HTTP/1.1 200 OK\r\nConnection: close\r\n{length}\r\n".encode(), 0.05,
+                                 raw, None])
+    client = client_for(server.url, timeout=1.0, deadline=2.0)
+    for _ in range(2):
+        assert [m.id for m in client.inbox("p").messages] == [1]
+    assert server.connections == 2
+
+
 def test_a_refused_connection_is_a_transient_failure():
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

@@ -99,3 +99,44 @@ def test_a_loop_that_never_answers_delays_the_next_hold_only_by_the_handoff_cap(
         stop.set()
         notifier.join(5)
     assert not notifier.is_alive()
+
+
+def test_with_a_handler_a_count_answer_is_handled_on_the_notifier_thread_and_never_queued():
+    import queue
+
+    from kijito_pull.watch.longpoll import LongPoll, Notifier
+    client, out, stop = _FakeNotify(), queue.Queue(), threading.Event()
+    seen: list[tuple[Counts, threading.Thread]] = []
+    two = threading.Event()
+
+    def handle(item: Counts) -> None:
+        seen.append((item, threading.current_thread()))
+        if len(seen) >= 2:
+            two.set()
+
+    notifier = Notifier(client, LongPoll(50, 60.0), out, stop, handle=handle)
+    notifier.start()
+    try:
+        assert two.wait(5)
+    finally:
+        stop.set()
+        notifier.join(5)
+    assert all(thread is notifier for _, thread in seen)  # no hand-off to another thread on the wake's path
+    assert seen[0][0].advanced and out.empty()
+
+
+def test_the_watcher_pulls_on_the_notifier_thread_and_hands_a_failure_to_the_main_thread():
+    watcher, pulled = make_watcher(["a"])
+    watcher.targets["a"].last_unread, watcher.targets["a"].last_urgent = 0, 0
+    watcher.handle_counts(counts(a=1))
+    assert pulled == ["a"] and watcher.loop.empty()
+
+    def broken(target, expect_mail=False):
+        raise RuntimeError("a bug in a pull")
+    watcher.pull = broken  # type: ignore[method-assign]
+    try:
+        watcher.handle_counts(counts(a=2))
+    except RuntimeError:
+        pass
+    crashed = watcher.loop.get_nowait()  # handed to the main thread, which raises it (Watcher.run)
+    assert isinstance(getattr(crashed, "error", None), RuntimeError)

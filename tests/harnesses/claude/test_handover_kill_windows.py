@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kijito_pull.core.engine import Pull
+from kijito_pull.core.pull import Pull
 from tests.harnesses.claude.conftest import TOKEN  # noqa: F401 - the sandbox (tests/conftest.py) serves it
 from tests.harnesses.claude.test_confirmed_handover import Session, establish_cursor, state
 from tests.harnesses.claude.test_hooks import PERSONA, Hooks

@@ -1,0 +1,117 @@
+"""`watch`, `status` and `parked` for a Redis source (`--source redis://...`, docs/fleets.md): what Redis itself
+says of each persona's stream (its groups' lag, pending entries and their holders; the dead-letter
+stream), read through sources.redis_streams. Nothing changes; Kijito is sent nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import threading
+import time
+from typing import Any
+
+from kijito_pull.context import Context, Settings
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.environment import Environment
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import ApiError
+from kijito_pull.core.sink import CLOSED, Sink
+from kijito_pull.sources import redis_streams
+
+WAKE_SLICE = 1.0  # seconds one XREAD BLOCK waits at most, so SIGTERM and the sink's queue are seen soon
+
+
+def _each_persona(settings: Settings, env: Environment, rows_of) -> list[dict[str, Any]] | None:  # noqa: ANN001
+    rows: list[dict[str, Any]] = []
+    with Context(settings) as ctx:
+        for persona in settings.personas:
+            try:
+                rows += [{"persona": persona, "source": ctx.redis_source(persona).where, **row}
+                         for row in rows_of(ctx.redis_source(persona))]
+            except ApiError as exc:
+                env.error(f"{persona}: {exc}")
+                return None
+    return rows
+
+
+def status(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
+    """Each group of each persona's stream: lag (entries not yet read by the group), pending entries, holders."""
+    rows = _each_persona(settings, env, lambda source: source.lag())
+    if rows is None:
+        return ExitCode.SOURCE_FAILED
+    if args.consumer:
+        rows = [r for r in rows if r["group"] == args.consumer]
+    for row in rows:
+        if args.json:
+            env.stdout.write(json.dumps(row) + "\n")
+            continue
+        holders = ", ".join(f"{name}: {n}" for name, n in sorted(row["holders"].items()))
+        env.stdout.write(f"{row['persona']} / group {row['group']} @ {row['source']}: lag {row['lag']}, "
+                         f"{row['pending']} pending" + (f" ({holders})" if holders else "") + "\n")
+    if not rows and not args.json:
+        env.stdout.write("no consumer groups yet\n")
+    return ExitCode.OK
+
+
+def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
+    """The group's parked mail (the dead-letter stream). `--retry` is not offered for a Redis source yet."""
+    if args.retry is not None:
+        env.error("--retry is not available with a Redis source yet: the message is kept in the dead-letter "
+                  "stream (XRANGE kijito:{PERSONA}:dead) for a person to handle")
+        return ExitCode.USAGE
+    rows = _each_persona(settings, env, lambda source: [
+        {"consumer": f["group"], "id": int(f["kid"]), "since": f.get("since"), "attempts": int(f.get("attempts", 0)),
+         "reason": f.get("reason", ""), "retry": False} for f in source.parked(every_group=not args.consumer)])
+    if rows is None:
+        return ExitCode.SOURCE_FAILED
+    for row in rows:
+        if args.json:
+            env.stdout.write(json.dumps(row) + "\n")
+            continue
+        env.stdout.write(f"{row['persona']} / {row['consumer']}: message {row['id']} parked since {row['since']} "
+                         f"after {row['attempts']} attempts ({row['reason']}) in {row['source']}\n")
+    if not rows and not args.json:
+        env.stdout.write("no parked mail\n")
+    return ExitCode.OK
+
+
+def watch(args: argparse.Namespace, env: Environment, settings: Settings, personas: list[str], sink: Sink,
+          stop: threading.Event, loop: queue.Queue) -> ExitCode:
+    """`watch --source redis://...`: each persona's group is pulled through `sink`, then the loop sleeps on
+    XREAD BLOCK (the wake) until something is appended, the sink posts to `loop`, or --poll-seconds pass
+    (a sweep: entries given back or claimed back wake nobody). Kijito is sent nothing."""
+    if not personas:
+        env.error("watch --source needs --persona (or --personas): a Redis source has no persona directory")
+        return ExitCode.USAGE
+    content_chars = None if args.no_content else args.content_chars
+    with Context(settings) as ctx:
+        sources = {p: ctx.redis_source(p) for p in personas}
+        sweep = 0.0
+        while not stop.is_set():
+            tops = {}
+            try:
+                tops = {p: (s, s.top()) for p, s in sources.items()}
+                for source in sources.values():
+                    pull_through(source, ctx.factory, sink, content_chars=content_chars, no_content=args.no_content)
+            except ApiError as exc:
+                env.error(f"{exc}; retried in {args.poll_seconds} s (nothing was acknowledged)")
+                tops = {}
+            sweep = time.monotonic() + args.poll_seconds
+            while not stop.is_set() and time.monotonic() < sweep:
+                try:
+                    item = loop.get_nowait()
+                except queue.Empty:
+                    item = None
+                if item == CLOSED:
+                    stop.set()
+                if item is not None:
+                    break  # PULL_NOW (or CLOSED): pull at once
+                try:
+                    if tops and redis_streams.wait(tops, min(WAKE_SLICE, sweep - time.monotonic())):
+                        break
+                except ApiError:
+                    tops = {}
+                if not tops:
+                    stop.wait(WAKE_SLICE)
+    return ExitCode.OK

@@ -1,0 +1,153 @@
+"""`kijito-pull relay --redis URL`: read Kijito with the engine and append each persona's mail to its stream.
+
+One pass per persona per interval: the embedded engine (its own cursor, consumer `relay` by default)
+hands each unseen message to a sink that appends it to `kijito:{persona}:mail` with
+`sources.redis_streams.APPEND_LUA`, keyed by the Kijito id, so several relays against one Redis and
+account append each message once, a late-visible id is still taken, and the engine's cursor moves past
+a message only once Redis has it (a killed relay loses nothing). Each pass first checks that Redis still
+holds the newest ids this relay saw appended (KNOWN per persona); what it lost (a restart that lost its
+tail) is read again from Kijito by id and appended again. Runs until SIGTERM or SIGINT, then
+exits 0. Redis unreachable at start: exit 1 with one line; a failure later is one line and the next
+pass retries (nothing was acknowledged past what Redis holds). docs/fleets.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import signal
+import threading
+
+from kijito_pull.cli import options
+from kijito_pull.context import Context
+from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.environment import Environment
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.sink import Sink
+from kijito_pull.core.state import StateError
+from kijito_pull.sources import redis_streams
+
+DEFAULT_INTERVAL = 2.0
+RELAY_CONSUMER = "relay"
+KNOWN = 1000  # the newest ids per persona a relay checks Redis still holds, each pass
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "relay", help="append each persona's Kijito mail to a Redis stream (fleets; docs/fleets.md)",
+        description=__doc__.split("\n\n", 1)[1].strip(),
+        epilog="examples:\n  kijito-pull relay --redis redis://10.0.0.5:6379/0 --persona river --persona argus\n"
+               "  kijito-pull relay --redis redis://10.0.0.5:6379/0          # every persona of the account",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--redis", metavar="URL", help="redis://HOST:PORT/DB to append to (required)")
+    parser.add_argument("--interval", type=_seconds, default=DEFAULT_INTERVAL, metavar="SECONDS",
+                        help=f"seconds between passes (default {DEFAULT_INTERVAL:g})")
+    options.add_personas(parser)
+    parser.add_argument("--consumer", metavar="NAME", default=RELAY_CONSUMER,
+                        help=f"the relay's own Kijito cursor (default {RELAY_CONSUMER!r})")
+    options.add_connection(parser)
+    parser.set_defaults(run=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+class StreamSink(Sink):
+    """Takes a message once Redis holds it (appended now or by another relay before), and remembers the
+    newest KNOWN ids it saw held, so a Redis that lost its tail is noticed and refilled (`recover`)."""
+
+    def __init__(self, appender: redis_streams.Appender):
+        self.appender = appender
+        self.appended = 0
+        self.known: dict[str, collections.OrderedDict[int, None]] = {}
+
+    def deliver(self, event: dict, message: Message) -> bool:
+        if self.appender.append(event["persona"], message):  # ApiError stops the pass: the cursor holds
+            self.appended += 1
+        known = self.known.setdefault(event["persona"], collections.OrderedDict())
+        known[message.id] = None
+        while len(known) > KNOWN:
+            known.popitem(last=False)
+        return True
+
+    def recover(self, persona: str, client: KijitoClient, env: Environment) -> None:
+        """Re-read from Kijito, by id, what Redis held and lost; append it again (once, in id order)."""
+        lost = self.appender.missing(persona, self.known.get(persona, ()))
+        if not lost:
+            return
+        env.error(f"{persona}: Redis lost {len(lost)} appended message(s) (a restart that lost its tail?); "
+                  f"re-reading them from Kijito")
+        for kid in lost:
+            page = client.inbox(persona, before_id=kid + 1, limit=1)
+            message = next((m for m in page.messages if m.id == kid), None)
+            if message is None:
+                env.error(f"{persona}: message {kid} is gone from Kijito too; it cannot be appended again")
+                self.known[persona].pop(kid, None)
+                continue
+            self.appender.append(persona, message)
+
+
+def run(args: argparse.Namespace, env: Environment) -> ExitCode:
+    if not args.redis:
+        env.error("relay needs --redis redis://HOST:PORT/DB")
+        return ExitCode.USAGE
+    try:
+        client = redis_streams.connect(args.redis)
+    except ValueError as exc:
+        env.error(str(exc))
+        return ExitCode.USAGE
+    except ApiError as exc:
+        env.error(str(exc))
+        return ExitCode.SOURCE_FAILED
+    where = redis_streams.safe_url(args.redis)
+    settings = options.settings(args, env)
+    settings.connection()  # checked before any request
+    try:
+        with redis_streams.failures(where):
+            client.ping()
+    except ApiError as exc:
+        env.error(f"{exc}; nothing was relayed")
+        return ExitCode.SOURCE_FAILED
+    sink = StreamSink(redis_streams.Appender(client, where))
+    stop = threading.Event()
+    saved = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with Context(settings) as ctx:
+            personas = _personas(args, settings, ctx, env)
+            if personas is None:
+                return ExitCode.SOURCE_FAILED
+            while not stop.is_set():
+                for persona in personas:
+                    if stop.is_set():
+                        break
+                    try:
+                        sink.recover(persona, ctx.client, env)
+                        pull_through(ctx.engine(persona), ctx.factory, sink)
+                    except (ApiError, StateError) as exc:
+                        env.error(f"{persona}: {exc}; retried next pass (nothing passed that Redis lacks)")
+                stop.wait(args.interval)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        client.close()
+    return ExitCode.OK
+
+
+def _personas(args: argparse.Namespace, settings, ctx: Context, env: Environment) -> list[str] | None:  # noqa: ANN001
+    """--persona (repeatable), else every persona of the account."""
+    if args.persona:
+        return settings.personas
+    try:
+        return [p.persona for p in ctx.client.personas()]
+    except ApiError as exc:
+        env.error(f"cannot list the account's personas: {exc}")
+        return None

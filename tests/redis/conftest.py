@@ -1,0 +1,95 @@
+"""A real redis-server per test (Debian's package), on a free loopback port with its own directory.
+
+No fake Redis: every test that claims delivery talks to this server. A missing redis-server skips the
+test, except under KIJITO_PULL_REQUIRE_E2E=1 (.ci/run installs it), where it is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process: AOF on with appendfsync always (the setting docs/fleets.md asks for)."""
+
+    def __init__(self, binary: str, directory: Path):
+        self.binary = binary
+        self.directory = directory
+        self.port = _free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, appendonly: bool = True) -> RedisServer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
+                "--save", "", "--appendonly", "yes" if appendonly else "no", "--appendfsync", "always",
+                "--daemonize", "no", "--logfile", str(self.directory / "redis.log")]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        import redis
+
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited {self.proc.returncode}: "
+                                   f"{(self.directory / 'redis.log').read_text(errors='replace')[-500:]}")
+            try:
+                if redis.Redis(port=self.port, socket_timeout=1).ping():
+                    return self
+            except redis.RedisError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not answer PING within 10 s")
+
+    def client(self):
+        import redis
+
+        return redis.Redis(port=self.port, decode_responses=True)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    def wipe(self) -> None:
+        """A Redis that lost its data (a crash with no persistence, a failover to an empty replica):
+        stopped, its files removed, started again empty on the same port."""
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.start()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    binary = shutil.which("redis-server")
+    if binary is None:
+        msg = "redis-server is not installed (apt-get install redis-server; .ci/run installs it)"
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{msg}; {REQUIRE_ENV}=1 requires it", pytrace=False)
+        pytest.skip(msg)
+    server = RedisServer(binary, tmp_path / "redis").start()
+    try:
+        yield server
+    finally:
+        server.stop()
