@@ -24,6 +24,7 @@ HARNESSES = {
     "pi": "kijito_pull.harnesses.pi",
     "codex": "kijito_pull.harnesses.codex",
     "gemini": "kijito_pull.harnesses.gemini",
+    "opencode": "kijito_pull.harnesses.opencode",
     "daemon": "kijito_pull.harnesses.daemon",
 }
 
