@@ -96,3 +96,86 @@ def test_not_opted_in_sends_nothing_to_kijito(opencode_harness, fake_model, sand
     assert oc.main_requests(fake_model), "opencode never asked the model"
     assert len(sandbox.requests) == before, sandbox.requests[before:]
     assert not _with(fake_model, "MAIL-NOT-HERE")
+
+
+@pytest.mark.parametrize("scope", ["--user", "--project"])
+def test_install_dry_run_shows_the_diff_and_uninstall_is_byte_exact(opencode_harness, env, fake_model, tmp_path,
+                                                                    e2e_home, scope) -> None:
+    folder = ch.make_project(tmp_path)
+    oc.write_config(folder, fake_model.url)
+    config = e2e_home / ".config"
+    (config / "opencode").mkdir(parents=True)
+    (config / "opencode" / "opencode.json").write_text('{"$schema": "https://opencode.ai/config.json"}\n')
+    before = oc.tree(config, folder)
+    dry = gm.kp(env, folder, "install", "opencode", scope, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    target = (config / "opencode" if scope == "--user" else folder / ".opencode") / "plugin" / "kijito-pull.js"
+    assert f"+++ {target}" in dry.stdout and "kijito-pull for OpenCode" in dry.stdout, dry.stdout
+    assert "npm install --no-audit --no-fund --prefer-offline --save-exact @opencode-ai/plugin@1.18.33" in dry.stdout
+    assert oc.tree(config, folder) == before, "a dry run changed files"
+    done = gm.kp(env, folder, "install", "opencode", scope, timeout=300)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert target.is_file() and (target.parents[1] / "node_modules" / "@opencode-ai" / "plugin").is_dir()
+    assert str(ch.venv_bin() / "kijito-pull") in target.read_text()
+    doctor = gm.doctor(env, folder)
+    assert doctor["harness.opencode"]["verdict"] == "ok", doctor["harness.opencode"]
+    assert doctor["opencode.plugin"]["verdict"] in ("ok", "warn"), doctor["opencode.plugin"]
+    again = gm.kp(env, folder, "install", "opencode", scope)
+    assert again.returncode == 0 and "already installed" in again.stdout, again.stdout
+    gone = gm.kp(env, folder, "uninstall", "opencode", scope)
+    assert gone.returncode == 0, gone.stderr + gone.stdout
+    assert oc.tree(config, folder) == before
+
+
+def _wait_server(port: int, timeout: float = 60) -> None:
+    def up() -> bool:
+        try:
+            return oc.api(port, "GET", "/session", timeout=2)[0] == 200
+        except Exception:  # noqa: BLE001 - not listening yet
+            return False
+
+    assert ch.wait_until(up, timeout, step=0.5), "opencode serve did not answer"
+
+
+def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_next(
+        opencode_harness, fake_model, sandbox, env, project, state) -> None:
+    port = 42000 + (hash(str(project)) % 2000)
+    server = oc.serve(opencode_harness, env, project, port)
+    _wait_server(port)
+    status, made = oc.api(port, "POST", "/session", {})
+    sid = made["id"]  # type: ignore[index]
+    status, _ = oc.api(port, "POST", f"/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": "hello"}]})
+    assert status == 204
+    assert ch.wait_until(lambda: ch.hook_pids(state, "opencode-watch"), 40, step=0.2), server.diagnostics()
+    assert fake_model.wait_for(lambda r: "hello" in fake_model.text_of(r) and oc.TITLE_MARK not in
+                               fake_model.text_of(r), timeout=40)
+    time.sleep(2)  # the first turn is over: the session is idle
+    start = len(fake_model.requests)
+    sent = time.monotonic()
+    sandbox.send(ch.PERSONA, "loom", "MAIL-IDLE-WAKE: the release is frozen")
+    woke = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=20, start=start)
+    took = time.monotonic() - sent
+    assert woke is not None, server.diagnostics()
+    assert took <= 2.0, f"the idle session was woken after {took:.2f} s"
+    # busy: mail sent while the model is answering reaches the next model call
+    time.sleep(2)
+    during: list[int] = []
+
+    def slow(request: dict) -> str:
+        text = fake_model.text_of(request)
+        if "turn-busy" in text and oc.TITLE_MARK not in text and not during:
+            during.append(sandbox.send(ch.PERSONA, "loom", "MAIL-BUSY: CI is green again"))
+            time.sleep(4)
+        return "ok"
+
+    fake_model.reply = slow
+    start = len(fake_model.requests)
+    oc.api(port, "POST", f"/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": "turn-busy"}]})
+    busy = fake_model.wait_for_text("MAIL-BUSY", timeout=40, start=start)
+    assert during and busy is not None, server.diagnostics()
+    later = [r for r in fake_model.requests[start:] if oc.TITLE_MARK not in fake_model.text_of(r)]
+    assert "turn-busy" in fake_model.text_of(later[0]) and "MAIL-BUSY" not in fake_model.text_of(later[0])
+    assert fake_model.text_of(busy).count("MAIL-BUSY: CI is green again") == 1
+    # both pushes confirmed from the session's messages on its server: nothing pending, nothing unseen
+    assert ch.wait_until(lambda: not cx.pending(env, project), 30, step=0.5), cx.pending(env, project)
+    assert "MAIL-" not in _unseen(env, project)
