@@ -11,15 +11,14 @@ At every start OpenCode also makes sure `@opencode-ai/plugin` is installed in ea
 with npm; offline that fails only after about 70 s, during which nothing happens (measured). So where it is
 missing in the folder we install to, the install runs OpenCode's own step first:
 `npm install --save-exact @opencode-ai/plugin@<OpenCode's version>` there (npm's cache is used when it has
-the package). What that folder held before (package.json, package-lock.json, node_modules) is noted in
-kijito-pull's data folder, and uninstall gives it back byte for byte: the plugin file removed, npm's files
-restored or removed, the folders we made removed when empty.
+the package). What that folder held before (package.json, package-lock.json, node_modules) is noted beside
+the plugin (`plugin/.kijito-pull-before.json`), and uninstall gives it back byte for byte: the plugin file
+removed, npm's files restored or removed, the folders we made removed when empty.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import re
 import shlex
@@ -60,9 +59,10 @@ def has_dependency(folder: Path) -> bool:
     return (folder / "node_modules" / DEPENDENCY / "package.json").is_file()
 
 
-def _manifest(environ: Mapping[str, str], folder: Path) -> Path:
-    key = hashlib.sha256(str(folder).encode()).hexdigest()[:16]
-    return common.data_dir(environ) / "opencode" / f"before-{key}.json"
+def _manifest(folder: Path) -> Path:
+    """Where the install notes what `folder` held before it: beside the plugin (OpenCode loads only *.js and
+    *.ts there), so uninstall finds it and nothing is left anywhere else."""
+    return folder / "plugin" / ".kijito-pull-before.json"
 
 
 def plugin_bytes(prefix: list[str]) -> bytes:
@@ -202,7 +202,7 @@ def install(request: InstallRequest) -> Outcome:
     if request.dry_run:
         outcome.result = Result.WOULD_INSTALL if raw is None else Result.WOULD_UPDATE
         return outcome
-    manifest = _manifest(request.environ, folder)
+    manifest = _manifest(folder)
     if raw is None and not manifest.exists():
         common.write_bytes(manifest, json.dumps(_before(folder, path)).encode(), 0o600)
     if npm is not None:
@@ -232,7 +232,7 @@ def uninstall(request: InstallRequest) -> Outcome:
     if not is_ours(raw):
         outcome.result = Result.NOT_INSTALLED
         return outcome
-    manifest = _manifest(request.environ, folder)
+    manifest = _manifest(folder)
     try:
         before = json.loads(manifest.read_bytes())
     except (OSError, ValueError):
@@ -253,6 +253,7 @@ def uninstall(request: InstallRequest) -> Outcome:
         outcome.result = Result.WOULD_UNINSTALL
         return outcome
     path.unlink()
+    manifest.unlink(missing_ok=True)
     if isinstance(before, dict):
         for name, then in restore.items():
             if then is None:
@@ -265,8 +266,6 @@ def uninstall(request: InstallRequest) -> Outcome:
             _rmdir(path.parent)
         if not before.get("folder_existed"):
             _rmdir(folder)
-        manifest.unlink(missing_ok=True)
-        _rmdir(manifest.parent)
         outcome.notes.append(f"{folder} given back as it was before the install")
     outcome.result = Result.UNINSTALLED
     return outcome
