@@ -25,6 +25,7 @@ HARNESSES = {
     "codex": "kijito_pull.harnesses.codex",
     "gemini": "kijito_pull.harnesses.gemini",
     "copilot": "kijito_pull.harnesses.copilot",
+    "opencode": "kijito_pull.harnesses.opencode",
     "daemon": "kijito_pull.harnesses.daemon",
 }
 

@@ -1,0 +1,271 @@
+"""`kijito-pull install opencode`: the plugin in OpenCode's plugin folder, and `@opencode-ai/plugin` beside it.
+
+    --user      ~/.config/opencode/plugin/kijito-pull.js   ($XDG_CONFIG_HOME/opencode when set)
+    --project   <project>/.opencode/plugin/kijito-pull.js
+
+The plugin is kijito-pull's own file (extensions/opencode/kijito-pull.js) with one line written: the
+command that runs this installation of kijito-pull (`--command` to choose another). OpenCode loads every
+`*.js` in those folders at start, with no trust prompt (measured on 1.18.33).
+
+At every start OpenCode also makes sure `@opencode-ai/plugin` is installed in each of its config folders,
+with npm; offline that fails only after about 70 s, during which nothing happens (measured). So where it is
+missing in the folder we install to, the install runs OpenCode's own step first:
+`npm install --save-exact @opencode-ai/plugin@<OpenCode's version>` there (npm's cache is used when it has
+the package). What that folder held before (package.json, package-lock.json, node_modules) is noted beside
+the plugin (`plugin/.kijito-pull-before.json`), and uninstall gives it back byte for byte: the plugin file
+removed, npm's files restored or removed, the folders we made removed when empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses import plugin_files
+from kijito_pull.harnesses.base import InstallRequest
+from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
+
+NAME = "opencode"
+PLUGIN = "kijito-pull.js"
+DEPENDENCY = "@opencode-ai/plugin"
+MARK = "kijito-pull for OpenCode"  # the plugin's first line: a file without it is not ours
+COMMAND_LINE = re.compile(r'^const COMMAND = .*; // kijito-pull: the installer writes this line$', re.M)
+NPM_FILES = ("package.json", "package-lock.json")
+
+
+def config_dir(scope: str, environ: Mapping[str, str], project: Path) -> Path:
+    """The OpenCode config folder of a scope (where its plugin/ folder and node_modules are)."""
+    if scope == USER:
+        xdg = environ.get("XDG_CONFIG_HOME", "").strip()
+        base = common.expand(xdg, environ) if xdg else common.home(environ) / ".config"
+        return base / "opencode"
+    return project / ".opencode"
+
+
+def plugin_path(scope: str, environ: Mapping[str, str], project: Path) -> Path:
+    return config_dir(scope, environ, project) / "plugin" / PLUGIN
+
+
+def has_dependency(folder: Path) -> bool:
+    """Is `@opencode-ai/plugin` installed in this config folder (OpenCode then starts without waiting)?"""
+    return (folder / "node_modules" / DEPENDENCY / "package.json").is_file()
+
+
+def _manifest(folder: Path) -> Path:
+    """Where the install notes what `folder` held before it: beside the plugin (OpenCode loads only *.js and
+    *.ts there), so uninstall finds it and nothing is left anywhere else."""
+    return folder / "plugin" / ".kijito-pull-before.json"
+
+
+def plugin_bytes(prefix: list[str]) -> bytes:
+    text = plugin_files.opencode_plugin().read_text("utf-8")
+    line = f"const COMMAND = {json.dumps(prefix)}; // kijito-pull: the installer writes this line"
+    text, n = COMMAND_LINE.subn(lambda _m: line, text, count=1)
+    if n != 1:
+        raise InstallError("the shipped OpenCode plugin has no COMMAND line; reinstall kijito-pull")
+    return text.encode("utf-8")
+
+
+def is_ours(raw: bytes | None) -> bool:
+    return raw is not None and MARK.encode() in raw[:200]
+
+
+def command_of(raw: bytes | None) -> list[str] | None:
+    match = COMMAND_LINE.search((raw or b"").decode("utf-8", "replace"))
+    if match is None:
+        return None
+    try:
+        words = json.loads(match.group(0).split("=", 1)[1].split(";", 1)[0])
+    except ValueError:
+        return None
+    return words if isinstance(words, list) and all(isinstance(w, str) for w in words) and words else None
+
+
+def opencode_version(environ: Mapping[str, str], cwd: Path) -> tuple[str | None, str | None]:
+    """(`opencode`'s version, the executable) or (None, why not)."""
+    exe = common.which(environ.get("KIJITO_PULL_OPENCODE", "").strip() or "opencode", environ)
+    if exe is None:
+        return None, "the `opencode` command is not on PATH"
+    ran = common.run([exe, "--version"], environ, cwd, timeout=60)
+    version = ran.output.strip().splitlines()[-1].strip() if ran.code == 0 and ran.output.strip() else ""
+    if not re.fullmatch(r"\d+\.\d+\.\d+[\w.-]*", version):
+        return None, f"`{exe} --version` did not give a version (exit {ran.code})"
+    return version, exe
+
+
+def npm_command(version: str) -> list[str]:
+    return ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--save-exact",
+            f"{DEPENDENCY}@{version}"]
+
+
+# -- wiring (read-only, for doctor) -----------------------------------------------------------------------
+
+
+def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
+    project = common.default_project(False, cwd)
+    out = []
+    for scope in (PROJECT, USER):
+        path = plugin_path(scope, environ, project)
+        raw = common.read_bytes(path)
+        if raw is None:
+            continue
+        if not is_ours(raw):
+            out.append(Wiring(NAME, scope, False, str(path), None, False, "a file that is not kijito-pull's plugin"))
+            continue
+        words = command_of(raw)
+        command, exists = common.command_executable(shlex.join(words) if words else None, environ)
+        details = []
+        if not exists:
+            details.append(f"`{command}` does not exist: run `kijito-pull install opencode --{scope}` again")
+        if not has_dependency(path.parent.parent):
+            details.append(f"{DEPENDENCY} is not installed in {path.parent.parent}: OpenCode waits about 70 s at "
+                           f"every start offline; run `kijito-pull install opencode --{scope}` again")
+        out.append(Wiring(NAME, scope, True, str(path), command, exists, "; ".join(details)))
+    return out
+
+
+# -- install / uninstall -----------------------------------------------------------------------------------
+
+
+def add_arguments(parser: Any, action: str) -> None:
+    if action == "install":
+        parser.add_argument("--command", metavar="CMD",
+                            help="the kijito-pull command the plugin runs (default: this installation, by absolute "
+                                 "path)")
+
+
+def _prefix(command: str | None) -> list[str]:
+    if command:
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            raise InstallError(f"--command: {exc}", ExitCode.USAGE) from None
+        if not words:
+            raise InstallError("--command is empty", ExitCode.USAGE)
+        return words
+    return common.this_command()
+
+
+def _b64(raw: bytes | None) -> str | None:
+    return None if raw is None else base64.b64encode(raw).decode("ascii")
+
+
+def _unb64(text: Any) -> bytes | None:
+    return base64.b64decode(text) if isinstance(text, str) else None
+
+
+def _before(folder: Path, path: Path) -> dict[str, Any]:
+    """What the folder held before the install touched it: npm's files and which folders existed."""
+    return {"folder": str(folder), "folder_existed": folder.is_dir(), "plugin_dir_existed": path.parent.is_dir(),
+            "node_modules_existed": (folder / "node_modules").exists(),
+            "files": {name: _b64(common.read_bytes(folder / name)) for name in NPM_FILES}}
+
+
+def install(request: InstallRequest) -> Outcome:
+    project = request.project if request.project is not None else common.default_project(False, request.cwd)
+    path = plugin_path(request.scope, request.environ, project)
+    folder = path.parent.parent
+    outcome = Outcome(request.harness, request.scope, request.action, path=path)
+    raw = common.read_bytes(path)
+    if raw is not None and not is_ours(raw):
+        raise InstallError(f"{path} exists and is not kijito-pull's plugin; move it away first", ExitCode.USAGE)
+    new = plugin_bytes(_prefix(request.option("command")))
+    exe, exists = common.command_executable(shlex.join(command_of(new) or []), request.environ)
+    if not exists:
+        outcome.notes.append(f"`{exe}` is not an executable on this PATH: the plugin would fail until it is")
+    need_dependency = not has_dependency(folder)
+    npm: list[str] | None = None
+    if need_dependency:
+        version, why = opencode_version(request.environ, Path(request.cwd))
+        if version is None:
+            outcome.notes.append(f"{DEPENDENCY} is not installed in {folder} and {why}, so it is not installed "
+                                 f"either: OpenCode installs it at its next start (offline it waits about 70 s "
+                                 f"first); run `kijito-pull install opencode` again once `opencode` is on PATH")
+        else:
+            npm = npm_command(version)
+            outcome.commands.append(npm)
+            outcome.notes.append(f"in {folder}: `{common.shown(npm)}` (OpenCode's own start-up step, done now so it "
+                                 f"does not wait for it; npm writes package.json, package-lock.json and "
+                                 f"node_modules/, which uninstall gives back)")
+    if raw == new and npm is None:
+        outcome.result = Result.ALREADY_INSTALLED
+        return outcome
+    outcome.diffs.append(common.diff(path, raw, new))
+    if request.dry_run:
+        outcome.result = Result.WOULD_INSTALL if raw is None else Result.WOULD_UPDATE
+        return outcome
+    manifest = _manifest(folder)
+    if raw is None and not manifest.exists():
+        common.write_bytes(manifest, json.dumps(_before(folder, path)).encode(), 0o600)
+    if npm is not None:
+        if shutil.which("npm", path=request.environ.get("PATH")) is None:
+            raise InstallError(f"npm is not on PATH, so {DEPENDENCY} cannot be installed in {folder}; install npm "
+                               f"(OpenCode needs it too) and run this again", ExitCode.USAGE)
+        folder.mkdir(parents=True, exist_ok=True)
+        common.run_all([npm], request.environ, folder, timeout=300)
+    common.write_bytes(path, new, 0o644)
+    outcome.result = Result.INSTALLED if raw is None else Result.UPDATED
+    return outcome
+
+
+def _rmdir(folder: Path) -> None:
+    try:
+        folder.rmdir()  # only when empty: anything of OpenCode's own in it stays
+    except OSError:
+        pass
+
+
+def uninstall(request: InstallRequest) -> Outcome:
+    project = request.project if request.project is not None else common.default_project(False, request.cwd)
+    path = plugin_path(request.scope, request.environ, project)
+    folder = path.parent.parent
+    outcome = Outcome(request.harness, request.scope, request.action, path=path)
+    raw = common.read_bytes(path)
+    if not is_ours(raw):
+        outcome.result = Result.NOT_INSTALLED
+        return outcome
+    manifest = _manifest(folder)
+    try:
+        before = json.loads(manifest.read_bytes())
+    except (OSError, ValueError):
+        before = None
+    outcome.diffs.append(common.diff(path, raw, None))
+    restore: dict[str, bytes | None] = {}
+    if isinstance(before, dict) and isinstance(before.get("files"), dict):
+        for name in NPM_FILES:
+            now, then = common.read_bytes(folder / name), _unb64(before["files"].get(name))
+            if now != then:
+                restore[name] = then
+                outcome.diffs.append(common.diff(folder / name, now, then))
+        if not before.get("node_modules_existed") and (folder / "node_modules").exists():
+            outcome.notes.append(f"{folder / 'node_modules'} is removed (npm made it at install)")
+    else:
+        outcome.notes.append(f"no record of {folder} before the install: npm's files there are left as they are")
+    if request.dry_run:
+        outcome.result = Result.WOULD_UNINSTALL
+        return outcome
+    path.unlink()
+    manifest.unlink(missing_ok=True)
+    if isinstance(before, dict):
+        for name, then in restore.items():
+            if then is None:
+                (folder / name).unlink(missing_ok=True)
+            else:
+                common.write_bytes(folder / name, then)
+        if not before.get("node_modules_existed"):
+            shutil.rmtree(folder / "node_modules", ignore_errors=True)
+        if not before.get("plugin_dir_existed"):
+            _rmdir(path.parent)
+        if not before.get("folder_existed"):
+            _rmdir(folder)
+        outcome.notes.append(f"{folder} given back as it was before the install")
+    outcome.result = Result.UNINSTALLED
+    return outcome
