@@ -91,7 +91,8 @@ def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environmen
         env.error(f"{persona}: {report.problem}; the cursor stays pinned and the gap will be retried "
                   f"(what was visible was delivered)")
         return ExitCode.SOURCE_FAILED
-    if not report.delivered and _never_delivered(engine):
+    # The persona directory is Kijito's: a Redis source (no local cursor files) asks Kijito nothing.
+    if not report.delivered and hasattr(engine, "store") and _never_delivered(engine):
         _warn_if_case_variant(engine, env)
     return ExitCode.OK
 
