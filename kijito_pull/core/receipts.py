@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from kijito_pull.core.files import open_regular
 from kijito_pull.core.models import ApiError, InboxPage
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.source import OpenPull
@@ -101,14 +101,11 @@ class ReadReceipts:
 
     def marked(self) -> int | None:
         """How far the marks have reached (None: never, or the record is unreadable: mark again)."""
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
-            fd = os.open(self.marked_path, flags)
-        except OSError:
+            fd = open_regular(self.marked_path, os.O_RDONLY, "the mark-read record")
+        except (OSError, StateError):
             return None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
             raw = os.read(fd, 64).decode("ascii", "replace").strip()
         except OSError:
             return None
