@@ -657,6 +657,15 @@ class Tmux:
                 tmux,
                 "-S",
                 self.socket,
+                # A pane whose command exited stays on screen ("Pane is dead (status N)"), so a failed wait
+                # shows why the program ended instead of an empty capture of a closed session.
+                "start-server",
+                ";",
+                "set-option",
+                "-g",
+                "remain-on-exit",
+                "on",
+                ";",
                 "new-session",
                 "-d",
                 "-s",
@@ -691,7 +700,11 @@ class Tmux:
             self.send_keys("Enter")
 
     def capture(self) -> str:
-        return self._tmux("capture-pane", "-p", "-t", self.session)
+        done = subprocess.run([self.tmux, "-S", self.socket, "capture-pane", "-p", "-t", self.session],
+                              capture_output=True, text=True, timeout=15)
+        if done.returncode != 0:  # say why there is no screen (the server gone, the session closed)
+            return f"[tmux capture-pane failed, rc {done.returncode}: {done.stderr.strip()}]"
+        return done.stdout
 
     def wait_for_screen(self, needle: str, timeout: float = 20.0) -> bool:
         deadline = time.monotonic() + timeout
