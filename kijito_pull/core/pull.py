@@ -22,6 +22,7 @@ from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.cursorfields import RECENT_LIMIT, fingerprint
 from kijito_pull.core.models import InboxPage, Message
 from kijito_pull.core.pending import Holder
+from kijito_pull.core.source import HoldingPull
 from kijito_pull.core.state import CursorState, Loaded
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
 
 
-class Pull:
+class Pull(HoldingPull):
     """One open pull of one cursor, under its lock.
 
     Scripts hand over `pending` in order and `ack` each as taken. An agent session (opened with a
@@ -123,10 +124,6 @@ class Pull:
     def hidden_unread(self) -> bool | None:
         """The newest page's claim about unread mail outside its window (None: it made none)."""
         return self.newest.hidden_unread()
-
-    def ack(self, message: Message) -> None:
-        """Record that the consumer took `message`, durably, before the next one is handed over."""
-        self.ack_all([message])
 
     def ack_all(self, messages: Iterable[Message]) -> None:
         """`ack` for several messages at once (one durable record)."""
@@ -198,48 +195,19 @@ class Pull:
         for m in messages:
             self._entries[m.id] = self._entries.get(m.id, pending_mod.fresh()).handed(
                 self._holder, now, shown=m.id in counted)
-        self.pending = [m for m in self.pending if m.id not in handed]
-        self.held = sorted([*self.held, *(m for m in messages if m.id not in {h.id for h in self.held})],
-                           key=lambda m: m.id)
+        self._hold(messages)
         self._dirty = True
         self._persist(final=True)
 
-    def confirm(self, ids: Iterable[int]) -> list[Message]:
-        """The harness's record shows these were given to the model: acknowledge them. Returns those acked."""
-        wanted = set(ids)
-        done = [m for m in self.held if m.id in wanted]
-        if done:
-            self.held = [m for m in self.held if m.id not in wanted]
-            self.ack_all(done)
-        return done
-
-    def retake(self) -> list[Message]:
-        """What this holder was handed and has not confirmed goes back to `pending` (unseen, count kept)."""
-        back, self.held = self.held, []
-        for m in back:
+    def _unhold(self, messages: list[Message], given_back: bool) -> None:
+        for m in messages:
             entry = self._entries.get(m.id)
             if entry is not None:
                 self._entries[m.id] = entry.released()
-        self.pending = sorted([*self.pending, *back], key=lambda m: m.id)
-        if back:
+        if messages:
             self._dirty = True
-        return back
-
-    def release(self, ids: Iterable[int]) -> list[Message]:
-        """Only these of what this holder holds go back to `pending` (a write that failed): unseen again."""
-        wanted = set(ids)
-        back = [m for m in self.held if m.id in wanted]
-        if not back:
-            return []
-        self.held = [m for m in self.held if m.id not in wanted]
-        for m in back:
-            entry = self._entries.get(m.id)
-            if entry is not None:
-                self._entries[m.id] = entry.released()
-        self.pending = sorted([*self.pending, *back], key=lambda m: m.id)
-        self._dirty = True
-        self._persist(final=True)
-        return back
+        if given_back:
+            self._persist(final=True)
 
     def handed_count(self, message: Message) -> int:
         """How often `message` was handed over without being confirmed."""

@@ -20,8 +20,11 @@ state lives"):
     MailSource.unseen          the ids unseen now, without changing anything (a peek)
 
 A dead holder's entries, or those past their deadline, are claimed back by the source itself when the
-next pull opens (XAUTOCLAIM). Every call raises `core.models.ApiError` when the source cannot be read
-and `core.state.StateError` when its state cannot be locked or saved; nothing is acknowledged then.
+next pull opens (XAUTOCLAIM). `HoldingPull` is the half of an OpenPull every source shares (what a
+holder holds, and how it is confirmed, taken back or released); a source supplies its `ack_all` and
+what giving a message back means to it (`_unhold`). Every call raises `core.models.ApiError` when the
+source cannot be read and `core.state.StateError` when its state cannot be locked or saved; nothing is
+acknowledged then.
 """
 
 from __future__ import annotations
@@ -56,6 +59,61 @@ class OpenPull(Protocol):
     def confirm(self, ids: Iterable[int]) -> list[Message]: ...
     def retake(self) -> list[Message]: ...
     def release(self, ids: Iterable[int]) -> list[Message]: ...
+
+
+class HoldingPull:
+    """What every source's OpenPull shares: `held` (handed to this pull's holder, not yet confirmed) against
+    `pending`, and `confirm` / `retake` / `release` over them. A subclass supplies `ack_all` (durable) and
+    `_unhold(messages, given_back)`: its own record of `messages` handed back, `given_back` when another
+    consumer may take them at once (`release`: a write that failed) rather than only this pull (`retake`)."""
+
+    pending: list[Message]
+    held: list[Message]
+
+    def ack(self, message: Message) -> None:
+        """The consumer took `message`: durable before the next one is handed over."""
+        self.ack_all([message])
+
+    def ack_all(self, messages: Iterable[Message]) -> None:
+        raise NotImplementedError
+
+    def _unhold(self, messages: list[Message], given_back: bool) -> None:
+        raise NotImplementedError
+
+    def _hold(self, messages: Sequence[Message]) -> None:
+        """`messages` were handed over to this pull's holder: out of `pending`, into `held` (id order)."""
+        handed = {m.id for m in messages}
+        have = {m.id for m in self.held}
+        self.pending = [m for m in self.pending if m.id not in handed]
+        self.held = sorted([*self.held, *(m for m in messages if m.id not in have)], key=lambda m: m.id)
+
+    def confirm(self, ids: Iterable[int]) -> list[Message]:
+        """The harness's record shows these were given to the model: acknowledge them. Returns those acked."""
+        wanted = set(ids)
+        done = [m for m in self.held if m.id in wanted]
+        if done:
+            self.held = [m for m in self.held if m.id not in wanted]
+            self.ack_all(done)
+        return done
+
+    def retake(self) -> list[Message]:
+        """What this holder was handed and has not confirmed goes back to `pending` (unseen, count kept)."""
+        back, self.held = self.held, []
+        return self._back(back, given_back=False)
+
+    def release(self, ids: Iterable[int]) -> list[Message]:
+        """Only these of what this holder holds go back (a write that failed): unseen again, to anyone."""
+        wanted = set(ids)
+        back = [m for m in self.held if m.id in wanted]
+        if not back:
+            return []
+        self.held = [m for m in self.held if m.id not in wanted]
+        return self._back(back, given_back=True)
+
+    def _back(self, back: list[Message], given_back: bool) -> list[Message]:
+        self._unhold(back, given_back)
+        self.pending = sorted([*self.pending, *back], key=lambda m: m.id)
+        return back
 
 
 class SignalFactory(Protocol):

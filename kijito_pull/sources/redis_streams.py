@@ -55,6 +55,7 @@ from typing import Any
 from kijito_pull.core import process
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import DEFAULT_TTL, Holder
+from kijito_pull.core.source import HoldingPull
 
 SCHEMES = ("redis", "rediss")
 FREE = "~free"  # the pool member given-back entries wait with (a holder key never starts with "~")
@@ -203,7 +204,7 @@ class _Read:
     refused: bool = False
 
 
-class RedisPull:
+class RedisPull(HoldingPull):
     """One open pull of one group member (core/source.py's OpenPull over Redis; the module docstring)."""
 
     pinned = False
@@ -260,9 +261,6 @@ class RedisPull:
 
     # -- the contract ------------------------------------------------------------------------------
 
-    def ack(self, message: Message) -> None:
-        self.ack_all([message])
-
     def ack_all(self, messages: Iterable[Message]) -> None:
         reads = [self._reads[m.id] for m in messages if m.id in self._reads and not self._reads[m.id].done]
         if self._peek or not reads:
@@ -296,39 +294,16 @@ class RedisPull:
                 read.count = self._source.claim(self._member, read.sid, read.before)  # counted when written
             read.handed = True
         self._source.record(self._holder, [self._reads[m.id].sid for m in messages])
-        ids = {m.id for m in messages}
-        self.pending = [m for m in self.pending if m.id not in ids]
-        self.held = sorted([*self.held, *(m for m in messages if m not in self.held)], key=lambda m: m.id)
+        self._hold(messages)
 
-    def confirm(self, ids: Iterable[int]) -> list[Message]:
-        wanted = set(ids)
-        done = [m for m in self.held if m.id in wanted]
-        if done:
-            self.held = [m for m in self.held if m.id not in wanted]
-            self.ack_all(done)
-        return done
-
-    def retake(self) -> list[Message]:
-        back, self.held = self.held, []
-        for m in back:
+    def _unhold(self, messages: list[Message], given_back: bool) -> None:
+        for m in messages:
             read = self._reads[m.id]
             read.handed = False
             read.before = read.count  # its hand-over counted; handed again, it counts again
-        self.pending = sorted([*self.pending, *back], key=lambda m: m.id)
-        return back
-
-    def release(self, ids: Iterable[int]) -> list[Message]:
-        wanted = set(ids)
-        back = [m for m in self.held if m.id in wanted]
-        self.held = [m for m in self.held if m.id not in wanted]
-        for m in back:
-            read = self._reads[m.id]
-            read.handed = False
-            read.before = read.count
-            self._source.give_back(read.sid, read.count)
-            read.done = True  # given back now: another member may take it at once
-        self.pending = sorted([*self.pending, *back], key=lambda m: m.id)
-        return back
+            if given_back:
+                self._source.give_back(read.sid, read.count)
+                read.done = True  # given back now: another member may take it at once
 
     def close(self) -> None:
         """Give back what this pull read and neither acknowledged nor handed over."""
