@@ -210,6 +210,7 @@ class Context:
             return self.redis_source(persona)
         options.setdefault("on_reset", self.settings.on_reset)
         options.setdefault("max_attempts", self.settings.max_attempts)
+        options.setdefault("notify_client", self.new_client)  # the wake's long-poll holds its own connection
         engine = Engine(self.client, self.store(persona), self.factory, persona=persona,
                         consumer=self.settings.consumer, **options)
         return receipts.ReadReceipts(engine, self.client) if self.settings.mark_read else engine

@@ -8,16 +8,16 @@ from collections.abc import Sequence
 from kijito_pull.cli import options
 from kijito_pull.cli.progress import WalkProgress
 from kijito_pull.context import Context
-from kijito_pull.core import directory, urgency
+from kijito_pull.core import urgency
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
-from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
+from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError, Message
-from kijito_pull.core.receipts import ReadReceipts
 from kijito_pull.core.sink import Sink
+from kijito_pull.core.source import MailSource
 from kijito_pull.core.state import StateError
 from kijito_pull.sinks.stdout import NdjsonSink, TextSink
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     return worst
 
 
-def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environment, *, peek: bool) -> ExitCode:
+def _pull_one(engine: MailSource, factory: EventFactory, sink: Sink, env: Environment, *, peek: bool) -> ExitCode:
     persona = engine.persona
     try:
         report = pull_through(engine, factory, sink, peek=peek)
@@ -82,8 +82,6 @@ def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environmen
     except StateError as exc:
         env.error(f"{persona}: {exc}")
         return ExitCode.SOURCE_FAILED
-    if isinstance(engine, ReadReceipts) and engine.problem:
-        env.error(f"{persona}: {engine.problem}")  # the mail was delivered; only the receipt waits
     if report.refused is not None:
         env.error(f"{persona}: message {report.refused} could not be handed over; it will be delivered again")
         return ExitCode.SOURCE_FAILED
@@ -91,9 +89,8 @@ def _pull_one(engine: Engine, factory: EventFactory, sink: Sink, env: Environmen
         env.error(f"{persona}: {report.problem}; the cursor stays pinned and the gap will be retried "
                   f"(what was visible was delivered)")
         return ExitCode.SOURCE_FAILED
-    # The persona directory is Kijito's: a Redis source (no local cursor files) asks Kijito nothing.
-    if not report.delivered and hasattr(engine, "store") and _never_delivered(engine):
-        _warn_if_case_variant(engine, env)
+    for line in engine.remarks(len(report.delivered)):  # what only the source can say (a Redis one: nothing)
+        env.error(line)
     return ExitCode.OK
 
 
@@ -105,22 +102,3 @@ def _urgent_among(client: KijitoClient, persona: str, messages: Sequence[Message
         return 0  # the mail is shown anyway; only the urgency is unknown
     row = next((c for c in counts.counts if c.persona == persona), None)
     return urgency.among(messages, row.unread, row.unread_urgent) if row else 0
-
-
-def _never_delivered(engine: Engine) -> bool:
-    """This cursor has never handed anything over: the one time a misspelt persona shows only as silence."""
-    state = engine.store.load().state
-    return state is None or state.cursor is None or state.cursor < 0
-
-
-def _warn_if_case_variant(engine: Engine, env: Environment) -> None:
-    """An empty inbox whose name the directory knows only in another case: say which name has the mail
-    (one `GET /api/personas`, made only while the cursor has delivered nothing)."""
-    try:
-        names = [p.persona for p in engine.client.personas()]
-    except ApiError:
-        return  # the directory is advisory here; the pull itself succeeded
-    found = directory.look_up(engine.persona, names)
-    clause = found.variant_clause()
-    if clause:
-        env.error(f"warning: {engine.persona} {clause}; use --persona {found.variants[0]}")

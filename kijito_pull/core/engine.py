@@ -15,13 +15,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
+from kijito_pull.core import directory
 from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.cursorfields import fingerprint
 from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.pull import CORRUPT, FIRST_CONTACT, NORMAL, Coverage, Pull, parked_record
-from kijito_pull.core.source import SignalFactory
+from kijito_pull.core.source import Look, SignalFactory
 from kijito_pull.core.state import EMPTY_CURSOR, CursorState, Loaded, StateError, StateStore
+from kijito_pull.core.wake import KijitoWake
 
 DEFAULT_MAX_REPLAY = 50
 DEFAULT_PAGE_BUDGET = 1000
@@ -45,7 +47,8 @@ class Engine:
 
     `open()` locks the cursor file, reads the newest page, walks backward until the cursor is reached
     (or pins it) and plans what is unseen, as a `Pull`; `settle()` confirms or releases pending
-    hand-overs outside a pull; `held_by()` lists a holder's. The client and store are given, so the
+    hand-overs outside a pull; `held_by()` lists a holder's; `look()`, `wake()` and `remarks()` are the
+    waker's look, its long-poll and what a pull's silence may mean. The client and store are given, so the
     engine is tested without HTTP and every entry point shares it (docs/delivery.md).
     """
 
@@ -55,8 +58,9 @@ class Engine:
                  suppress_authors: Iterable[str] = (), progress: Callable[[int, int], None] | None = None,
                  holder_alive: pending_mod.Liveness | None = pending_mod.process_alive,
                  max_handovers: int = pending_mod.DEFAULT_MAX_HANDOVERS, on_reset: str = "replay",
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS):
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, notify_client: Callable[[], Any] | None = None):
         self.client = client
+        self.notify_client = notify_client  # makes the wake's own connection (None: it shares `client`)
         self.store = store
         self.factory = signals
         self.persona = persona
@@ -142,6 +146,40 @@ class Engine:
                 return [m.id for m in pull.pending if m.id not in skip]
 
     # -- planning ----------------------------------------------------------------------------------
+
+    def look(self, vouch: Callable[[list[str]], Any] | None = None) -> Look:
+        """Unseen mail now, read under the cursor lock so a pull delivering right now is waited for; with
+        nothing unseen, held, pinned or missing, `vouch(files)` of the cursor files under that lock."""
+        with self.store.locked(self.lock_timeout):
+            with self.open(peek=True) as pull:
+                pending, pinned = list(pull.pending), pull.pinned
+            state = self.store.load().state
+            held = state is not None and any(e.holder is not None for e in state.pending.values())
+            files = [str(self.store.path), str(self.store.journal)]
+            quiet = vouch is not None and not (pending or pinned or held or state is None)
+            return Look(pending, files, vouch(files) if quiet else None)
+
+    def wake(self, hold: int, poll: float) -> KijitoWake:
+        """The notify/pending long-poll for this persona, on a connection of its own where one can be made."""
+        return KijitoWake(self.notify_client() if self.notify_client else self.client, self.persona,
+                          hold=hold, poll=poll)
+
+    def remarks(self, delivered: int) -> list[str]:
+        """After a pull that delivered nothing to a cursor that never delivered anything (the one time a
+        misspelt persona shows only as silence): the name the account's directory knows in another case
+        (one `GET /api/personas`); else nothing."""
+        if delivered:
+            return []
+        state = self.store.load().state
+        if state is not None and state.cursor is not None and state.cursor >= 0:
+            return []
+        try:
+            names = [p.persona for p in self.client.personas()]
+        except (ApiError, AttributeError):
+            return []  # the directory is advisory here; the pull itself succeeded
+        found = directory.look_up(self.persona, names)
+        clause = found.variant_clause()
+        return [f"warning: {self.persona} {clause}; use --persona {found.variants[0]}"] if clause else []
 
     def _plan(self, loaded: Loaded, peek: bool, holder: Holder | None = None) -> Pull:
         if loaded.refused is not None:

@@ -92,6 +92,10 @@ class ReadReceipts:
     def unseen(self, exclude: Iterable[int] = ()) -> list[int]:
         return self.engine.unseen(exclude)
 
+    def remarks(self, delivered: int) -> list[str]:
+        """The engine's, and why the last mark waits (the mail was delivered; only the receipt waits)."""
+        return [*([f"{self.engine.persona}: {self.problem}"] if self.problem else []), *self.engine.remarks(delivered)]
+
     # -- marking -----------------------------------------------------------------------------------------
 
     def cursor(self) -> int | None:

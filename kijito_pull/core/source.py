@@ -18,6 +18,12 @@ state lives"):
     MailSource.settle          the same confirm / release outside a pull, briefly exclusive, no request
     MailSource.held_by         the ids a holder holds now (SessionEnd settles them)
     MailSource.unseen          the ids unseen now, without changing anything (a peek)
+    MailSource.look            the same as messages, under the pull's exclusion (a hook delivering now is
+                               waited for), and whether the source may vouch "nothing new" by its files
+    MailSource.wake            a `Wake`: block until the persona's mail may have changed: the notify/pending
+                               long-poll (Kijito, core/wake.py); XREAD BLOCK on the stream (Redis)
+    MailSource.remarks         lines for a person after a pull (a persona Kijito knows only in another
+                               case; a read receipt that waits): what only this source can say
 
 A dead holder's entries, or those past their deadline, are claimed back by the source itself when the
 next pull opens (XAUTOCLAIM). `HoldingPull` is the half of an OpenPull every source shares (what a
@@ -29,12 +35,14 @@ acknowledged then.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kijito_pull.core.models import Message
 from kijito_pull.core.pending import Holder
+from kijito_pull.core.wake import Wakeup
 
 
 class OpenPull(Protocol):
@@ -122,6 +130,25 @@ class SignalFactory(Protocol):
     def signal(self, kind: str, persona: str, **fields: Any) -> dict: ...
 
 
+@dataclass(frozen=True)
+class Look:
+    """Unseen mail now (`pending`, id order) and, when the source's state lives in files and nothing is
+    unseen, held or in doubt, `vouched`: what `look(vouch=)` made of those files under the pull's exclusion
+    (a lean hook answers "nothing new" while they stay as they were); None: vouch nothing."""
+
+    pending: list[Message]
+    files: list[str]
+    vouched: Any = None
+
+
+class Wake(Protocol):
+    """Blocks until one persona's mail may have changed (core/wake.py's `Wakeup` says what it saw). `brief`:
+    hold a second at most (the caller waits for something else too). Never raises."""
+
+    def wait(self, brief: bool = False) -> Wakeup: ...
+    def close(self) -> None: ...
+
+
 class MailSource(Protocol):
     """Where one (persona, consumer)'s mail state lives (the module docstring maps each call)."""
 
@@ -134,6 +161,9 @@ class MailSource(Protocol):
                shown: Iterable[int] = ()) -> None: ...
     def held_by(self, holder: str) -> list[int]: ...
     def unseen(self, exclude: Iterable[int] = ()) -> list[int]: ...
+    def look(self, vouch: Callable[[list[str]], Any] | None = None) -> Look: ...
+    def wake(self, hold: int, poll: float) -> Wake: ...
+    def remarks(self, delivered: int) -> list[str]: ...
 
 
 class Confirmation(Protocol):

@@ -20,11 +20,12 @@ from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import Engine
 from kijito_pull.core.events import EventFactory
+from kijito_pull.core.longpoll import Counts, LongPoll, NotifyFailed
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import CLOSED, PULL_NOW, Sink
 from kijito_pull.core.state import LockTimeout, StateError
 from kijito_pull.watch import alarms, readers
-from kijito_pull.watch.longpoll import Counts, LongPoll, Notifier, NotifyFailed
+from kijito_pull.watch.longpoll import Notifier
 
 ACCOUNT = "*"  # the persona field of account-wide signals
 RETRY_CAP = 30.0

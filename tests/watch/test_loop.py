@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 from kijito_pull.core.events import EventFactory
+from kijito_pull.core.longpoll import Counts
 from kijito_pull.core.models import NotifyResult, PendingCount
 from kijito_pull.core.sink import Sink
-from kijito_pull.watch.longpoll import Counts
 from kijito_pull.watch.loop import Watcher, WatchOptions
 
 
@@ -61,7 +61,8 @@ def test_after_news_the_next_hold_waits_until_the_loop_handled_the_answer():
     import queue
     import time
 
-    from kijito_pull.watch.longpoll import LongPoll, Notifier
+    from kijito_pull.core.longpoll import LongPoll
+    from kijito_pull.watch.longpoll import Notifier
     client, out, stop = _FakeNotify(), queue.Queue(), threading.Event()
     notifier = Notifier(client, LongPoll(50, 60.0), out, stop, handoff_wait=5.0)
     notifier.start()
@@ -87,7 +88,8 @@ def test_after_news_the_next_hold_waits_until_the_loop_handled_the_answer():
 def test_a_loop_that_never_answers_delays_the_next_hold_only_by_the_handoff_cap():
     import queue
 
-    from kijito_pull.watch.longpoll import LongPoll, Notifier
+    from kijito_pull.core.longpoll import LongPoll
+    from kijito_pull.watch.longpoll import Notifier
     client, out, stop = _FakeNotify(), queue.Queue(), threading.Event()
     notifier = Notifier(client, LongPoll(50, 60.0), out, stop, handoff_wait=0.2)
     notifier.start()
@@ -104,7 +106,8 @@ def test_a_loop_that_never_answers_delays_the_next_hold_only_by_the_handoff_cap(
 def test_with_a_handler_a_count_answer_is_handled_on_the_notifier_thread_and_never_queued():
     import queue
 
-    from kijito_pull.watch.longpoll import LongPoll, Notifier
+    from kijito_pull.core.longpoll import LongPoll
+    from kijito_pull.watch.longpoll import Notifier
     client, out, stop = _FakeNotify(), queue.Queue(), threading.Event()
     seen: list[tuple[Counts, threading.Thread]] = []
     two = threading.Event()

@@ -7,8 +7,9 @@ what only Claude Code has: the doorbell prompt and the waker.
                           at most `max_stop_blocks` times in a row; never twice for the same mail
     claude-prompt         UserPromptSubmit, only for a waker's doorbell: the mail as context of the
                           turn the doorbell started
-    claude-waker          SessionStart and Stop, `asyncRewake`: the session's one waker. It long-polls
-                          for new mail and, when there is some, exits 2 with a short doorbell (which
+    claude-waker          SessionStart and Stop, `asyncRewake`: the session's one waker. It waits on the source's
+                          wake (MailSource.wake: the long-poll, or XREAD BLOCK on a Redis stream) for new
+                          mail and, when there is some, exits 2 with a short doorbell (which
                           wakes the idle session). It acknowledges nothing: the mail itself is handed
                           over by the prompt hook of the turn it starts, or by the next Stop hook, so
                           a wake that never lands loses nothing.
@@ -40,8 +41,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from kijito_pull.core import config, process, render, urgency
-from kijito_pull.core.api import KijitoClient
+from kijito_pull.core import config, process, render
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.state import LockTimeout, StateError
@@ -67,7 +67,6 @@ from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_T
 )
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
-from kijito_pull.watch.longpoll import LongPoll
 
 PUSH_READER = "push-transcript"  # the pusher's own transcript reader (offset), apart from the hooks'
 WAKER_WAIT = 25  # long-poll hold asked of notify/pending
@@ -205,7 +204,7 @@ def doorbell_text(persona: str, messages: Sequence[Message]) -> str:
 class Waker:
     """The session's one waker: waits for unseen mail, then rings (writes the doorbell, exits)."""
 
-    def __init__(self, ready: Setup, notify_client: KijitoClient, environ: Mapping[str, str], *,
+    def __init__(self, ready: Setup, environ: Mapping[str, str], *,
                  session_id: str, project: str, persona: str, me: lifecycle.Proc, host: lifecycle.Proc | None,
                  ring_stream: IO[str], ring_code: int, errors: IO[str], sync_key: str | None = None,
                  grace: float = WAKER_GRACE, wait: int = WAKER_WAIT, poll: float = WAKER_POLL,
@@ -213,7 +212,6 @@ class Waker:
                  exit_fn: Callable[[int], None] = os._exit, pusher: Pusher | None = None, can_ring: bool = True):
         self.ready = ready
         self.engine = ready.engine
-        self.notify_client = notify_client
         self.environ = environ
         self.session_id = session_id
         self.project = project
@@ -239,6 +237,9 @@ class Waker:
         self._push_off_recorded = False  # the session's push mode record says the pusher gave up
         self._vouch: list[Any] | None = None  # the cursor files' stamp after a clear peek (lean hooks)
         self._vouch_files: list[str] = []
+        #: the source's wake (MailSource.wake): made now, before the first look, so nothing appended after it
+        #: is missed (Kijito: its own long-poll connection; Redis: XREAD BLOCK after the newest entry now)
+        self.wake = ready.engine.wake(wait, poll)
 
     # -- ending -------------------------------------------------------------------------------------
     def quit(self, code: int, why: str | None = None) -> None:
@@ -277,19 +278,12 @@ class Waker:
 
     # -- work ---------------------------------------------------------------------------------------
     def peek(self) -> list[Message]:
-        """Unseen mail now, read under the cursor lock so a hook delivering right now is waited for. Also
-        notes whether the waker may vouch that nothing is new (`_vouch`: the cursor files' stamp, or None)."""
-        store = self.engine.store
-        with store.locked(self.engine.lock_timeout):
-            with self.engine.open(peek=True) as pull:
-                pending = list(pull.pending)
-                pinned = pull.pinned
-            state = store.load().state
-            held = state is not None and any(e.holder is not None for e in state.pending.values())
-            files = [str(store.path), str(store.journal)]
-            self._vouch = None if (pending or pinned or held or state is None) else lifecycle.files_stamp(files)
-            self._vouch_files = files
-        return pending
+        """Unseen mail now, read under the source's exclusion so a hook delivering right now is waited for
+        (MailSource.look). Also notes whether the waker may vouch that nothing is new (`_vouch`: the
+        cursor files' stamp, or None; a source without files never vouches)."""
+        look = self.engine.look(vouch=lifecycle.files_stamp)
+        self._vouch, self._vouch_files = look.vouched, look.files
+        return look.pending
 
     def _vouch_now(self, seconds: float) -> None:
         """Write (or renew) the session's "nothing new" note for lean hooks; only after a clear peek whose
@@ -351,8 +345,8 @@ class Waker:
                 self.pusher.finish()
             if self._quitting.acquire(blocking=False):
                 lifecycle.release(self.environ, self.session_id, self.me)
+            self.wake.close()
             self.ready.close()
-            self.notify_client.close()
 
     def _sleep(self, seconds: float) -> bool:
         """Sleep; False when the waker is being ended."""
@@ -383,12 +377,9 @@ class Waker:
             rung = lifecycle.read_rung(self.environ, self.session_id)
         except lifecycle.LifecycleError:
             rung = 0
-        protocol = LongPoll(self.wait, self.poll)
         due = True
         failures = 0
         quiet = 0
-        last_unread: int | None = None
-        last_urgent: int | None = None
         while not self._stop.is_set():
             if self.pusher is not None:
                 due = self._check_pushes() or due
@@ -423,35 +414,22 @@ class Waker:
                     if self.pusher is None or not self.pusher.waiting:
                         return self.ring(pending)
                     due = True  # ring once the pushes in flight are settled (leaving now would orphan them)
-            started = time.monotonic()
-            wait, cursor = protocol.request()
-            if self.pusher is not None and self.pusher.waiting and wait:
-                wait = 1  # short holds while a push waits for its confirmation
-            retry_after = None
-            try:
-                counts = protocol.on_success(self.notify_client.notify_pending(wait=wait, cursor=cursor))
-                row = next((c for c in counts.result.counts if c.persona == self.persona), None)
-                unread = row.unread if row else 0
-                urgent = (row.unread_urgent or 0) if row else 0
-                arrived = urgency.rise(last_urgent, urgent)
+            # The source's wake (MailSource.wake): Kijito's long-poll, or XREAD BLOCK on a Redis stream.
+            woke = self.wake.wait(brief=self.pusher is not None and self.pusher.waiting)
+            if woke.failed is not None:
+                self._doubt()
+                due = True
+            else:
                 if self.pusher is not None:
-                    self.pusher.urgent.arrived(self.persona, arrived)
-                rose = (last_unread is not None and unread > last_unread) or arrived > 0
-                last_unread, last_urgent = unread, urgent
+                    self.pusher.urgent.arrived(self.persona, woke.urgent)
                 quiet += 1
-                if counts.advanced or rose or quiet >= WAKER_RESYNC:
+                if woke.news or quiet >= WAKER_RESYNC:
                     due, quiet = True, 0
                     self._doubt()
                 else:
-                    self._vouch_now((wait or self.poll) + VOUCH_MARGIN)
+                    self._vouch_now(woke.covered + VOUCH_MARGIN)
                     due = due or self._vouch is None  # the cursor changed (a hook handed over): look again
-                pause = protocol.delay(time.monotonic() - started)
-            except ApiError as exc:
-                self._doubt()
-                failed = protocol.onfailure_text(exc)
-                retry_after = exc.retry_after
-                due = True
-                pause = self.poll if failed.unavailable else protocol.delay(time.monotonic() - started, retry_after)
+            pause = woke.pause
             if not self._sleep(pause):
                 return 0
         return 0
@@ -525,8 +503,8 @@ def run_pusher(inp: HookInput, env: Environment) -> int:
             say(env.stderr, f"{PUSHER}: {outcome.line()}")
         return 0
     if waker.pusher is None:
+        waker.wake.close()
         waker.ready.close()
-        waker.notify_client.close()
         lifecycle.release(env.environ, sid, waker.me)
         return 0
     return waker.run_with_signals()
@@ -579,12 +557,11 @@ def arm(project: str, persona: str, session_id: str, environ: Mapping[str, str],
     if outcome.result is not Result.ARMED:
         ready.close()
         return outcome, None
-    notify_client = ready.context.new_client()  # the long-poll holds its own connection
     pusher = None
     if push_input is not None:
         pusher, why = _pusher_for(push_input, ready, environ, errors, me)
         lifecycle.write_push_mode(environ, session_id, pusher is not None, why)
-    waker = Waker(ready, notify_client, environ, session_id=session_id, project=lifecycle.project_key(project),
+    waker = Waker(ready, environ, session_id=session_id, project=lifecycle.project_key(project),
                   persona=persona, me=me, host=host, ring_stream=ring_stream if ring_stream is not None else errors,
                   ring_code=ring_code, errors=errors, pusher=pusher, **(options or {}))
     return outcome, waker

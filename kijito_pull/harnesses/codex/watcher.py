@@ -35,6 +35,7 @@ from typing import IO, Any
 
 from kijito_pull.core import process, render
 from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.longpoll import Counts, LongPoll, NotifyFailed
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
@@ -45,7 +46,7 @@ from kijito_pull.harnesses.codex import appserver
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.harnesses.transcript import Transcript
-from kijito_pull.watch.longpoll import Counts, LongPoll, Notifier, NotifyFailed
+from kijito_pull.watch.longpoll import Notifier
 
 NAME = "codex-watch"
 READER = "queue"  # the watcher's own rollout reader (offset), apart from the hooks'
