@@ -48,6 +48,7 @@ class Flags:
 
 
 SOURCE_ENV = "KIJITO_PULL_SOURCE"
+CONSUMER_ENV = "KIJITO_PULL_CONSUMER"  # a hook's `--consumer` (harnesses/hookgate.py), the pi extension's
 
 
 class Settings:
@@ -79,7 +80,7 @@ class Settings:
     def consumer(self) -> str:
         # An explicit --consumer "" (say, from an unset shell variable) is an error, not the agent's cursor.
         name = self.flags.consumer if self.flags.consumer is not None else (
-            self.file.get("consumer") or config.DEFAULT_CONSUMER)
+            self.environ.get(CONSUMER_ENV, "").strip() or self.file.get("consumer") or config.DEFAULT_CONSUMER)
         return config.validate_consumer(str(name))
 
     @functools.cached_property

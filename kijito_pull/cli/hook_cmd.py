@@ -50,9 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=description(), epilog=EPILOG,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", choices=names, metavar="HOOK", help="one of: " + ", ".join(names))
+    parser.add_argument("--source", metavar="URL", help="read the mail from this Redis source (redis://HOST:PORT/DB, "
+                                                        "docs/fleets.md) instead of $KIJITO_PULL_SOURCE or the config")
+    parser.add_argument("--consumer", metavar="NAME", help="the consumer (a Redis source: its consumer group) instead "
+                                                           "of $KIJITO_PULL_CONSUMER or the config")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
     """In-process entry (tests, `python -c`); the console entry runs hooks from `hookgate.early_gate`."""
-    return hookgate.run_hook(args.name, env.stdin, env.stdout, env.stderr, env.environ, env.cwd)
+    given = {hookgate.HOOK_FLAGS["--source"]: args.source, hookgate.HOOK_FLAGS["--consumer"]: args.consumer}
+    environ = {**env.environ, **{k: v for k, v in given.items() if v is not None}}
+    return hookgate.run_hook(args.name, env.stdin, env.stdout, env.stderr, environ, env.cwd)

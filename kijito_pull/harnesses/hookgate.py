@@ -318,12 +318,40 @@ def is_console(argv0: str) -> bool:
     return os.path.basename(prog) in ("kijito-pull", "kijito-pull.exe") or prog.endswith("kijito_pull/__main__.py")
 
 
+#: `kijito-pull hook NAME --source URL --consumer NAME`: what an installer may wire into a hook's command
+#: line (`install claude --source ... --consumer ...`), and the setting each one stands for.
+HOOK_FLAGS = {"--source": "KIJITO_PULL_SOURCE", "--consumer": "KIJITO_PULL_CONSUMER"}
+
+
+def hook_flags(words: list[str]) -> dict[str, str] | None:
+    """The settings `--source URL` / `--consumer NAME` after a hook's name give (as the environment
+    variables they stand for, over the inherited ones); None when the words are anything else."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(words):
+        flag, value = words[i], None
+        if "=" in flag:
+            flag, value = flag.split("=", 1)
+        elif i + 1 < len(words):
+            value = words[i + 1]
+            i += 1
+        if flag not in HOOK_FLAGS or value is None or flag in out:
+            return None
+        out[HOOK_FLAGS[flag]] = value
+        i += 1
+    return out
+
+
 def early_gate(argv: list[str] | None = None) -> None:
-    """From the console entry: run `kijito-pull hook NAME` here and exit, before the CLI imports its
-    commands (a project that has not opted in never gets past the standard library; one that has
-    skips argparse and the unrelated commands). Does nothing for any other command line."""
+    """From the console entry: run `kijito-pull hook NAME [--source URL] [--consumer NAME]` here and exit,
+    before the CLI imports its commands (a project that has not opted in never gets past the standard
+    library; one that has skips argparse and the unrelated commands). Does nothing for any other command
+    line (the CLI then says what is wrong with it)."""
     argv = sys.argv if argv is None else argv
-    if len(argv) != 3 or argv[1] != "hook" or not is_console(argv[0]):
+    if len(argv) < 3 or argv[1] != "hook" or not is_console(argv[0]):
+        return
+    flags = hook_flags(argv[3:])
+    if flags is None:
         return
     from kijito_pull.harnesses import registry
 
@@ -333,5 +361,6 @@ def early_gate(argv: list[str] | None = None) -> None:
     # reads it only if the process exits 0: the interpreter's teardown (~30 ms, far longer than the
     # write and the ack) is a window in which a kill would lose mail the cursor has already moved past.
     # Nothing is left to flush or release (files are closed, leases and state saved, threads are daemons).
-    code = run_hook(argv[2], sys.stdin, sys.stdout, sys.stderr, os.environ, os.getcwd(), exit_after_work=os._exit)
+    environ = {**os.environ, **flags} if flags else os.environ
+    code = run_hook(argv[2], sys.stdin, sys.stdout, sys.stderr, environ, os.getcwd(), exit_after_work=os._exit)
     raise SystemExit(code)

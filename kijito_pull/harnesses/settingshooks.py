@@ -77,8 +77,8 @@ class SettingsHooks:
         return self.hook_name(command) is not None
 
     @staticmethod
-    def command_line(prefix: Sequence[str], hook: str) -> str:
-        return shlex.join([*prefix, "hook", hook])
+    def command_line(prefix: Sequence[str], hook: str, tail: Sequence[str] = ()) -> str:
+        return shlex.join([*prefix, "hook", hook, *tail])
 
     def our_handlers(self, data: Any) -> dict[str, list[dict[str, Any]]]:
         """Event -> our handler objects found in a settings object."""
@@ -92,7 +92,7 @@ class SettingsHooks:
                         out.setdefault(event, []).append(handler)
         return out
 
-    def with_ours(self, data: dict[str, Any], prefix: Sequence[str]) -> dict[str, Any]:
+    def with_ours(self, data: dict[str, Any], prefix: Sequence[str], tail: Sequence[str] = ()) -> dict[str, Any]:
         """`data` with exactly one handler of ours per event, running `prefix`: an existing one is updated
         in place (e.g. a kijito-pull that moved), a missing one is added as its own group at the end."""
         out = json.loads(json.dumps(data))
@@ -104,7 +104,7 @@ class SettingsHooks:
             if not isinstance(groups, list):
                 groups = events[event] = []
             want = {"type": "command", **({"name": hook} if self.named else {}),
-                    "command": self.command_line(prefix, hook), "timeout": self.timeouts.get(event, self.timeout)}
+                    "command": self.command_line(prefix, hook, tail), "timeout": self.timeouts.get(event, self.timeout)}
             found = False
             emptied = []
             for group in groups:
@@ -145,13 +145,13 @@ class SettingsHooks:
             events[event] = kept
         return out
 
-    def is_installed(self, data: Any, prefix: Sequence[str] | None = None) -> bool:
+    def is_installed(self, data: Any, prefix: Sequence[str] | None = None, tail: Sequence[str] = ()) -> bool:
         found = self.our_handlers(data)
         for event, hook in self.events.items():
             handlers = [h for h in found.get(event, []) if self.hook_name(h.get("command")) == hook]
             if len(handlers) != 1:
                 return False
-            if prefix is not None and handlers[0].get("command") != self.command_line(prefix, hook):
+            if prefix is not None and handlers[0].get("command") != self.command_line(prefix, hook, tail):
                 return False
         return True
 
@@ -196,6 +196,7 @@ class SettingsHooks:
     def add_command_argument(parser: Any) -> None:
         parser.add_argument("--command", metavar="CMD",
                             help="the kijito-pull command the hooks run (default: this installation, by absolute path)")
+        common.add_source_arguments(parser)  # --source, --consumer: after each hook's name
 
     def add_arguments(self, parser: Any, action: str) -> None:
         if action == "install":
@@ -220,12 +221,13 @@ class SettingsHooks:
         outcome, file = common.begin(request, self.path_of)
         path = outcome.path
         prefix = self.prefix(request.option("command"))
-        if self.is_installed(file.data, prefix):
+        tail = common.source_flags(request)  # --source / --consumer, on each hook's command line
+        if self.is_installed(file.data, prefix, tail):
             outcome.result = Result.ALREADY_INSTALLED
             if self.already is not None and not request.dry_run:
                 self.already(request, outcome)
             return outcome
-        new = file.edited(self.with_ours(file.data, prefix))
+        new = file.edited(self.with_ours(file.data, prefix, tail))
         outcome.diffs.append(common.diff(path, file.raw, new))
         exe, exists = common.command_executable(shlex.join(prefix), request.environ)
         if not exists:

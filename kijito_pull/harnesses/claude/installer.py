@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,19 @@ def _claude(environ: Mapping[str, str], bin_path: str | None) -> str | None:
 
 def add_arguments(parser: Any, action: str) -> None:
     parser.add_argument("--bin", metavar="PATH", help="the claude executable (default: `claude` on PATH)")
+    if action == "install":
+        common.add_source_arguments(parser)
+
+
+def hooks_with(raw: bytes, tail: list[str]) -> bytes:
+    """The plugin's hooks.json with `tail` (--source URL --consumer NAME) after each `kijito-pull hook NAME`."""
+    data = json.loads(raw)
+    for groups in data.get("hooks", {}).values():
+        for group in groups:
+            for handler in group.get("hooks", []):
+                words = shlex.split(handler["command"])
+                handler["command"] = shlex.join([*words[:3], *tail])
+    return (json.dumps(data, indent=2) + "\n").encode()
 
 
 def install(request: InstallRequest) -> Outcome:
@@ -198,7 +212,10 @@ def install(request: InstallRequest) -> Outcome:
     outcome, file = common.begin(request, settings_path)
     scope, environ, project, path = request.scope, request.environ, request.project, outcome.path
     folder, files = plugin_dir(environ), plugin_files.claude_plugin_files()
-    stale = common.materialize(folder, files, dry_run=True)
+    # --source / --consumer: on each hook's command line, in the one plugin copy every scope loads
+    tail = common.source_flags(request)
+    contents = {"hooks/hooks.json": hooks_with(files["hooks/hooks.json"].read_bytes(), tail)} if tail else None
+    stale = common.materialize(folder, files, dry_run=True, contents=contents)
     claude = _claude(environ, request.option("bin"))
     market = [claude or "claude", "plugin", "marketplace", "add", str(folder), "--scope", scope]
     plug = [claude or "claude", "plugin", "install", PLUGIN_ID, "--scope", scope]
@@ -221,7 +238,7 @@ def install(request: InstallRequest) -> Outcome:
     if common.dry_run_or_manual(outcome, request.dry_run, claude, "claude",
                                 lambda: MANUAL.format(where="", plugin=folder, scope=scope, plugin_id=PLUGIN_ID)):
         return outcome
-    common.materialize(folder, files)
+    common.materialize(folder, files, contents=contents)
     common.run_all(outcome.commands, environ, project)
     # Back in the file's own order and style (the commands rewrite it in theirs): what --dry-run showed.
     bak = common.keep_style_after(file, expected, lambda data: is_ours(data, environ),

@@ -55,8 +55,8 @@ def hook_name(command: Any) -> str | None:
     return match.group(1) if match else None
 
 
-def content(prefix: Sequence[str]) -> dict[str, Any]:
-    return {"hooks": {event: [{"hooks": [{"type": "command", "command": shlex.join([*prefix, "hook", hook]),
+def content(prefix: Sequence[str], tail: Sequence[str] = ()) -> dict[str, Any]:
+    return {"hooks": {event: [{"hooks": [{"type": "command", "command": shlex.join([*prefix, "hook", hook, *tail]),
                                           "timeout": TIMEOUTS.get(event, TIMEOUT)}]}]
                       for event, hook in EVENTS.items()}}
 
@@ -120,7 +120,7 @@ def install(request: InstallRequest) -> Outcome:
     outcome = Outcome(request.harness, request.scope, request.action, path=path)
     file = _read(path)
     prefix = SettingsHooks.prefix(request.option("command"))
-    new = common.dump(content(prefix))
+    new = common.dump(content(prefix, common.source_flags(request)))
     if file.raw == new:
         outcome.result = Result.ALREADY_INSTALLED
         return outcome
