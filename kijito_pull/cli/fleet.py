@@ -87,6 +87,11 @@ def watch(args: argparse.Namespace, env: Environment, settings: Settings, person
     content_chars = None if args.no_content else args.content_chars
     with Context(settings) as ctx:
         sources = {p: ctx.redis_source(p) for p in personas}
+        for persona, source in sources.items():
+            # `armed` first, as the Kijito watch says it (a controller such as the pi extension waits for it);
+            # the group's position is in Redis, so there is no local cursor to state
+            sink.signal(ctx.factory.signal("armed", persona, cursor=None, redis=source.where,
+                                           consumer=settings.consumer))
         sweep = 0.0
         while not stop.is_set():
             tops = {}

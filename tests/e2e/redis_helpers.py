@@ -43,9 +43,10 @@ def decoy(netns: h.NetNS) -> Iterator:
         sb.stop()
 
 
-def start_relay(netns: h.NetNS, sandbox, server: redisserver.RedisServer, state: Path) -> subprocess.Popen:
+def start_relay(netns: h.NetNS, sandbox, server: redisserver.RedisServer, state: Path,
+                token: str = ch.TOKEN) -> subprocess.Popen:
     """`kijito-pull relay` from the (real) sandbox into `server`, inside the namespace, its own state."""
-    env = {"PATH": f"{ch.venv_bin()}:/usr/bin:/bin", "KIJITO_BASE": sandbox.url, "KIJITOMON_TOKEN": ch.TOKEN,
+    env = {"PATH": f"{ch.venv_bin()}:/usr/bin:/bin", "KIJITO_BASE": sandbox.url, "KIJITOMON_TOKEN": token,
            "KIJITO_PULL_STATE_DIR": str(state), "KIJITO_PULL_CONFIG": str(state / "none.toml"),
            "HOME": str(state)}
     argv = netns.wrap([str(ch.venv_bin() / "kijito-pull"), "relay", "--redis", server.url,
@@ -91,3 +92,8 @@ def group_pending(server: redisserver.RedisServer) -> tuple[int, int]:
     """(entries the group `ci` read, entries still pending) of the stream."""
     [group] = [g for g in server.client().xinfo_groups(STREAM) if g["name"] == GROUP]
     return int(group.get("entries-read") or 0), int(group["pending"])
+
+
+def consumer_env(server: redisserver.RedisServer) -> dict[str, str]:
+    """A consumer's Redis source and group from the environment (what the pi extension's child inherits)."""
+    return {"KIJITO_PULL_SOURCE": server.url, "KIJITO_PULL_CONSUMER": GROUP}
