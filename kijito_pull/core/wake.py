@@ -4,11 +4,14 @@
 one `GET /api/notify/pending` long-poll (core/longpoll.py's protocol) on a connection of its own, the
 persona's unread and urgent counts telling news from a quiet answer. (The Redis source's is XREAD BLOCK
 on the persona's stream: sources/redis_streams.py.) A wait never raises: a failure is news (look
-again), with the pause the protocol asks for before the next one.
+again), with the pause the protocol asks for before the next one. `WakeThread` runs a wake on a thread
+of its own, posting each `Wakeup` to a queue (the Codex watcher).
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -69,3 +72,20 @@ class KijitoWake:
 
     def close(self) -> None:
         self.client.close()
+
+
+class WakeThread(threading.Thread):
+    """Waits on `wake` until `stop` is set, posting each Wakeup to `out` and keeping the pause it asks for."""
+
+    def __init__(self, wake: Any, out: queue.Queue, stop: threading.Event):
+        super().__init__(name="kijito-wake", daemon=True)
+        self.wake, self.out, self.stop_event = wake, out, stop
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            woke = self.wake.wait()
+            if self.stop_event.is_set():
+                return
+            self.out.put(woke)
+            if woke.pause > 0 and self.stop_event.wait(woke.pause):
+                return

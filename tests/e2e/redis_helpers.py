@@ -36,11 +36,8 @@ def redis_in_netns(netns: h.NetNS, tmp_path: Path) -> Iterator[redisserver.Redis
 @pytest.fixture
 def decoy(netns: h.NetNS) -> Iterator:
     """A second sandbox with the same token: what the consumers are told Kijito is."""
-    sb = ch.start_sandbox()
-    try:
+    with ch.start_sandbox() as sb:
         yield sb
-    finally:
-        sb.stop()
 
 
 def start_relay(netns: h.NetNS, sandbox, server: redisserver.RedisServer, state: Path,

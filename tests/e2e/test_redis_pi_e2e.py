@@ -31,20 +31,15 @@ def _sandbox(netns: h.NetNS) -> Sandbox:
 
 @pytest.fixture
 def sb(netns: h.NetNS) -> Iterator[Sandbox]:
-    sandbox = _sandbox(netns)
-    try:
+    with _sandbox(netns) as sandbox:
         yield sandbox
-    finally:
-        sandbox.stop()
 
 
 @pytest.fixture
 def pi_decoy(netns: h.NetNS) -> Iterator[Sandbox]:
-    sandbox = _sandbox(netns)
-    try:
+    """A second sandbox with the same token: what the pi session is told Kijito is."""
+    with _sandbox(netns) as sandbox:
         yield sandbox
-    finally:
-        sandbox.stop()
 
 
 def test_idle_pi_session_is_woken_by_mail_from_the_stream_and_asks_kijito_nothing(

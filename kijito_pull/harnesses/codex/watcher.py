@@ -8,7 +8,8 @@ start hook arms one watcher per interactive session (codex.session.detect_mode) 
 - holds the session's lease (session/lifecycle: one per session, never two), and ends when the session's
   host process is gone (the TUI, or the shared app-server daemon that runs the session's thread), when
   the lease is taken back (SessionEnd, `kijito-pull session stop`), or at a stop marker;
-- long-polls the account (watch/longpoll's Notifier) and, when the persona has unseen mail, hands one
+- waits on its source's wake (MailSource.wake: Kijito's long-poll, or XREAD BLOCK on a Redis stream;
+  core/wake.py's WakeThread) and, when the persona has unseen mail, hands one
   budgeted batch (core.render.hand_over, with its `kijito-ref:` markers) to `codex queue`, recorded first
   as a pending hand-over of its own holder `codex-queue:<session id>` (core/pending.py): the session's
   hooks leave that mail alone while it is in Codex's queue, so it never goes out on two paths;
@@ -35,18 +36,17 @@ from typing import IO, Any
 
 from kijito_pull.core import process, render
 from kijito_pull.core.delivery import pull_through
-from kijito_pull.core.longpoll import Counts, LongPoll, NotifyFailed
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import HELD_WAITS, BatchSink
 from kijito_pull.core.state import LockTimeout, StateError
+from kijito_pull.core.wake import WakeThread
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.codex import appserver
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.harnesses.transcript import Transcript
-from kijito_pull.watch.longpoll import Notifier
 
 NAME = "codex-watch"
 READER = "queue"  # the watcher's own rollout reader (offset), apart from the hooks'
@@ -101,7 +101,7 @@ class Watcher:
         self.check = check
         self.holder = Holder(queue_holder_key(self.sid), host.pid if host else None, host.start if host else None,
                              ttl=ttl)
-        self.protocol = LongPoll(wait, poll)
+        self.wait, self.poll = wait, poll
         self.stop = threading.Event()
         self.deadline = time.monotonic() + MAX_LIFE
         self.in_flight = False
@@ -152,10 +152,11 @@ class Watcher:
     # -- the loop ----------------------------------------------------------------------------------------
     def run(self) -> int:
         events: queue.Queue = queue.Queue()
-        notify_client = self.ready.context.new_client()
-        notifier = Notifier(notify_client, self.protocol, events, self.stop)
-        notifier.start()
-        due, quiet, last_unread = True, 0, None
+        # The source's wake (MailSource.wake: Kijito's long-poll, or XREAD BLOCK on a Redis stream), made
+        # before the first look so nothing that arrives after it is missed.
+        wake = self.engine.wake(self.wait, self.poll)
+        WakeThread(wake, events, self.stop).start()
+        due, quiet = True, 0
         try:
             while True:
                 why = self.should_end()
@@ -178,20 +179,13 @@ class Watcher:
                     item = events.get(timeout=self.check)
                 except queue.Empty:
                     continue
-                if isinstance(item, Counts):
-                    row = next((c for c in item.result.counts if c.persona == self.persona), None)
-                    unread = row.unread if row else 0
-                    rose = last_unread is not None and unread > last_unread
-                    last_unread, quiet = unread, quiet + 1
-                    if item.advanced or rose or quiet >= RESYNC:
-                        due, quiet = True, 0
-                    item.handled.set()
-                elif isinstance(item, NotifyFailed):
-                    due = True
+                quiet += 1
+                if item.news or quiet >= RESYNC:
+                    due, quiet = True, 0
         finally:
             self.stop.set()
             lifecycle.release(self.environ, self.sid, self.me)
-            notify_client.close()
+            wake.close()
             self.ready.close()
 
 
