@@ -758,3 +758,24 @@ def test_patch_keeps_inline_parts_and_declines_removals():
 def test_restore_prunes_only_the_empties_we_left():
     assert common.prune_empty({"a": {}, "b": [], "c": {"d": {}}}, {"b": []}) == {"b": []}
     assert common.prune_empty({"c": {"d": {}}}, {"c": {}}) == {"c": {}}
+
+
+def test_claude_install_with_source_writes_it_into_every_hook_command_and_a_plain_install_takes_it_out(m):
+    m.fake("claude", FAKE_CLAUDE)
+    code, _out, err = m.run("install", "claude", "--project", "--source", "redis://10.0.0.5:6379/0",
+                            "--consumer", "ci")
+    assert code == 0, err
+    plugin = common.data_dir(m.environ) / "claude-plugin"
+    hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())
+    commands = [h["command"] for groups in hooks["hooks"].values() for g in groups for h in g["hooks"]]
+    assert commands and all(c.startswith("kijito-pull hook claude-")
+                            and c.endswith(" --source redis://10.0.0.5:6379/0 --consumer ci") for c in commands)
+    # Installed again without them: the plugin's own hooks.json again (Claude Code told to update it).
+    code, _out, err = m.run("install", "claude", "--project")
+    assert code == 0, err
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()
+    assert m.calls()[-1][1:3] == ["plugin", "update"]
+    # A password in the URL is refused before anything is written: exit 2, one line, the secret not echoed.
+    code, out, err = m.run("install", "claude", "--project", "--source", "redis://:s3cret@10.0.0.5:6379/0")
+    assert code == 2 and "s3cret" not in out + err and len(err.strip().splitlines()) == 1, err
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()

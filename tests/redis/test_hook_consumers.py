@@ -114,3 +114,13 @@ def test_install_writes_source_and_consumer_into_the_hook_command_lines(tmp_path
                              capture_output=True, text=True, env=environ, cwd=project, timeout=60)
     assert refused.returncode == 2 and "s3cret" not in refused.stdout + refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_a_hook_command_line_with_other_words_is_a_usage_error(sb, project, tmp_path):
+    ran = subprocess.run([KIJITO_PULL, "hook", "claude-stop", "--source"], input="{}", capture_output=True,
+                         text=True, cwd=project, env=_environ(sb, tmp_path), timeout=30)
+    assert ran.returncode == 2 and "usage:" in ran.stderr and ran.stdout == "", ran.stderr
+    ran = subprocess.run([KIJITO_PULL, "hook", "claude-stop", "--persona", "loom"], input="{}",
+                         capture_output=True, text=True, cwd=project, env=_environ(sb, tmp_path), timeout=30)
+    assert ran.returncode == 2 and "unrecognized arguments" in ran.stderr, ran.stderr
+    assert sb.requests == []
