@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kijito_pull.core import urgency
-from kijito_pull.core.longpoll import LongPoll
+from kijito_pull.core.longpoll import Counts, LongPoll
 from kijito_pull.core.models import ApiError
 
 BRIEF_HOLD = 1  # seconds one wait holds at most when the caller asks for a brief one
@@ -39,7 +39,9 @@ class Wakeup:
 class KijitoWake:
     """The Kijito source's wake for one persona: long-polls `notify/pending` with `client` (its own
     connection, closed by `close`); `hold` seconds asked of the server, `poll` between polls when the
-    server does not long-poll."""
+    server does not long-poll. Made before the caller's first look, it asks once (holding at most a
+    second) for the server's cursor and counts now, so the first wait holds from a point before that
+    look: mail that arrives after it wakes the caller, and the first answer is not news by itself."""
 
     def __init__(self, client: Any, persona: str, *, hold: int, poll: float):
         self.client = client
@@ -48,6 +50,12 @@ class KijitoWake:
         self.protocol = LongPoll(hold, poll)
         self._unread: int | None = None
         self._urgent: int | None = None
+        if hold > 0:
+            try:
+                self._counts(self.protocol.on_success(client.notify_pending(wait=BRIEF_HOLD)))
+            except ApiError as exc:
+                self.protocol.on_failure(exc)  # the first wait asks afresh; a failure is news there
+                self.protocol.failures = 0
 
     def wait(self, brief: bool = False) -> Wakeup:
         started = time.monotonic()
@@ -61,14 +69,19 @@ class KijitoWake:
             pause = self.poll if failed.unavailable else self.protocol.delay(time.monotonic() - started,
                                                                              exc.retry_after)
             return Wakeup(True, pause=pause, failed=exc)
+        rose, arrived = self._counts(counts)
+        return Wakeup(counts.advanced or rose, urgent=arrived, covered=float(hold or self.poll),
+                      pause=self.protocol.delay(time.monotonic() - started))
+
+    def _counts(self, counts: Counts) -> tuple[bool, int]:
+        """(this persona's unread count rose, urgent mail announced as arrived), remembering the counts."""
         row = next((c for c in counts.result.counts if c.persona == self.persona), None)
         unread = row.unread if row else 0
         urgent = (row.unread_urgent or 0) if row else 0
         arrived = urgency.rise(self._urgent, urgent)
         rose = (self._unread is not None and unread > self._unread) or arrived > 0
         self._unread, self._urgent = unread, urgent
-        return Wakeup(counts.advanced or rose, urgent=arrived, covered=float(hold or self.poll),
-                      pause=self.protocol.delay(time.monotonic() - started))
+        return rose, arrived
 
     def close(self) -> None:
         self.client.close()

@@ -237,9 +237,7 @@ class Waker:
         self._push_off_recorded = False  # the session's push mode record says the pusher gave up
         self._vouch: list[Any] | None = None  # the cursor files' stamp after a clear peek (lean hooks)
         self._vouch_files: list[str] = []
-        #: the source's wake (MailSource.wake): made now, before the first look, so nothing appended after it
-        #: is missed (Kijito: its own long-poll connection; Redis: XREAD BLOCK after the newest entry now)
-        self.wake = ready.engine.wake(wait, poll)
+        self.wake: Any = None  # the source's wake (MailSource.wake), made by `_loop` before its first look
 
     # -- ending -------------------------------------------------------------------------------------
     def quit(self, code: int, why: str | None = None) -> None:
@@ -345,7 +343,8 @@ class Waker:
                 self.pusher.finish()
             if self._quitting.acquire(blocking=False):
                 lifecycle.release(self.environ, self.session_id, self.me)
-            self.wake.close()
+            if self.wake is not None:
+                self.wake.close()
             self.ready.close()
 
     def _sleep(self, seconds: float) -> bool:
@@ -377,6 +376,9 @@ class Waker:
             rung = lifecycle.read_rung(self.environ, self.session_id)
         except lifecycle.LifecycleError:
             rung = 0
+        # Made before the first look, so nothing that arrives after it is missed (Kijito: its own long-poll
+        # connection, primed with the server's cursor; Redis: XREAD BLOCK after the newest entry now).
+        self.wake = self.engine.wake(self.wait, self.poll)
         due = True
         failures = 0
         quiet = 0
@@ -503,7 +505,6 @@ def run_pusher(inp: HookInput, env: Environment) -> int:
             say(env.stderr, f"{PUSHER}: {outcome.line()}")
         return 0
     if waker.pusher is None:
-        waker.wake.close()
         waker.ready.close()
         lifecycle.release(env.environ, sid, waker.me)
         return 0
