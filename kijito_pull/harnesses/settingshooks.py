@@ -35,6 +35,7 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses import sourceflags
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
 
 #: A harness step run by the install sequence: (the request, the outcome so far).
@@ -196,7 +197,7 @@ class SettingsHooks:
     def add_command_argument(parser: Any) -> None:
         parser.add_argument("--command", metavar="CMD",
                             help="the kijito-pull command the hooks run (default: this installation, by absolute path)")
-        common.add_source_arguments(parser)  # --source, --consumer: after each hook's name
+        sourceflags.add_source_arguments(parser)  # --source, --consumer: after each hook's name
 
     def add_arguments(self, parser: Any, action: str) -> None:
         if action == "install":
@@ -221,7 +222,7 @@ class SettingsHooks:
         outcome, file = common.begin(request, self.path_of)
         path = outcome.path
         prefix = self.prefix(request.option("command"))
-        tail = common.source_flags(request)  # --source / --consumer, on each hook's command line
+        tail = sourceflags.source_flags(request)  # --source / --consumer, on each hook's command line
         if self.is_installed(file.data, prefix, tail):
             outcome.result = Result.ALREADY_INSTALLED
             if self.already is not None and not request.dry_run:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses import sourceflags
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.installkit import PROJECT, USER, Outcome, Result, Wiring
 
@@ -192,7 +193,7 @@ def _claude(environ: Mapping[str, str], bin_path: str | None) -> str | None:
 def add_arguments(parser: Any, action: str) -> None:
     parser.add_argument("--bin", metavar="PATH", help="the claude executable (default: `claude` on PATH)")
     if action == "install":
-        common.add_source_arguments(parser)
+        sourceflags.add_source_arguments(parser)
 
 
 def hooks_with(raw: bytes, tail: list[str]) -> bytes:
@@ -213,7 +214,7 @@ def install(request: InstallRequest) -> Outcome:
     scope, environ, project, path = request.scope, request.environ, request.project, outcome.path
     folder, files = plugin_dir(environ), plugin_files.claude_plugin_files()
     # --source / --consumer: on each hook's command line, in the one plugin copy every scope loads
-    tail = common.source_flags(request)
+    tail = sourceflags.source_flags(request)
     contents = {"hooks/hooks.json": hooks_with(files["hooks/hooks.json"].read_bytes(), tail)} if tail else None
     stale = common.materialize(folder, files, dry_run=True, contents=contents)
     claude = _claude(environ, request.option("bin"))

@@ -31,6 +31,7 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
+from kijito_pull.harnesses import sourceflags
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.copilot import HARNESS
 from kijito_pull.harnesses.copilot.hooks import copilot_home
@@ -120,7 +121,7 @@ def install(request: InstallRequest) -> Outcome:
     outcome = Outcome(request.harness, request.scope, request.action, path=path)
     file = _read(path)
     prefix = SettingsHooks.prefix(request.option("command"))
-    new = common.dump(content(prefix, common.source_flags(request)))
+    new = common.dump(content(prefix, sourceflags.source_flags(request)))
     if file.raw == new:
         outcome.result = Result.ALREADY_INSTALLED
         return outcome

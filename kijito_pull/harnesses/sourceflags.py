@@ -1,0 +1,49 @@
+"""`install HARNESS --source URL --consumer NAME`: the mail source a harness's hooks read, written into
+each hook's command line (`kijito-pull hook NAME --source URL --consumer NAME`, which the hook gate,
+harnesses/hookgate.py, takes). A URL with a user or password is refused: a command line is visible to
+every process on the machine."""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses.installkit import InstallError
+
+
+def add_source_arguments(parser: Any) -> None:
+    """`install HARNESS --source URL --consumer NAME`: written into each hook's command line."""
+    parser.add_argument("--source", metavar="URL",
+                        help="the hooks read the persona's Redis stream at URL (redis://HOST:PORT/DB, no password: "
+                             "a command line is visible to every process) instead of Kijito (docs/fleets.md)")
+    parser.add_argument("--consumer", metavar="NAME", help="the hooks' consumer (with --source: its consumer group)")
+
+
+def source_flags(request: Any) -> list[str]:
+    """The hook command line's `--source URL --consumer NAME` words an install was asked for (InstallError,
+    exit 2, for a URL that is not a Redis one or that carries a user or password, or a bad consumer)."""
+    from kijito_pull.core import config
+    from kijito_pull.sources import redis_streams
+
+    out: list[str] = []
+    source, consumer = request.option("source"), request.option("consumer")
+    if source:
+        try:
+            redis_streams.check_url(source)
+        except ValueError as exc:
+            raise InstallError(f"--source: {exc}", ExitCode.USAGE) from None
+        parts = urllib.parse.urlsplit(source)
+        if parts.password or parts.username:
+            raise InstallError("--source: a hook's command line is visible to every process on the machine, so it "
+                               "takes no user or password: give the URL without them and the password to Redis "
+                               "through the environment (docs/fleets.md)", ExitCode.USAGE)
+        out += ["--source", source]
+    if consumer:
+        try:
+            config.validate_consumer(consumer)
+        except config.ConfigError as exc:
+            raise InstallError(f"--consumer: {exc}", ExitCode.USAGE) from None
+        out += ["--consumer", consumer]
+    return out
+
