@@ -13,9 +13,10 @@ harness's installer module is its settings path and one line binding these. What
   event, an existing one updated in place, a missing one added as its own group), `without_ours` (ours
   removed, a group that held only ours with them), `is_installed`; nothing else in the file is touched;
 - the sequence: read (InstallError for a file that does not parse), already installed?, plan and diff,
-  the harness's own `check(request, outcome)` (it may refuse with InstallError, or add notes), dry run
-  stops here, back up, write, the harness's `after(request, outcome)`; uninstall gives the file back
-  byte for byte from the install's backup when nothing else changed (installkit.restore_after_uninstall);
+  the harness's own `check(request, outcome)` (it may refuse with InstallError, or add notes and, in a
+  dry run, the diffs of its own steps: also when the hooks are installed already), dry run stops here,
+  back up, write, the harness's `after(request, outcome)`; uninstall gives the file back byte for byte
+  from the install's backup when nothing else changed (installkit.restore_after_uninstall);
 - the read-only wiring look `doctor` asks: where ours are, whether their command exists, events missing
   or misplaced (an `optional` event missing still counts as wired: an install older than that event);
 - a file of kijito-pull's own (`own_file`: Copilot CLI reads every `*.json` in its hooks folders, so ours
@@ -253,7 +254,11 @@ class SettingsHooks:
         prefix = self.prefix(request.option("command"))
         if self.is_installed(file.data, prefix):
             outcome.result = Result.ALREADY_INSTALLED
-            if self.already is not None and not request.dry_run:
+            if request.dry_run and self.check is not None:
+                self.check(request, outcome)  # the harness's own steps may still have something to show
+                if outcome.diffs:
+                    outcome.result = Result.WOULD_INSTALL
+            elif self.already is not None and not request.dry_run:
                 self.already(request, outcome)
             return outcome
         new = file.edited(self.with_ours(file.data, prefix))

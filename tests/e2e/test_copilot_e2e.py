@@ -179,3 +179,35 @@ def test_tui_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_at_th
         assert not any(ch.TOKEN in fake_model.text_of(r) for r in fake_model.model_requests)
     finally:
         tui.kill()
+
+
+def test_project_hooks_need_trust_which_install_records_only_with_trust_and_uninstall_gives_back(
+        copilot_harness, fake_model, sandbox, env, e2e_home, tmp_path) -> None:
+    project = ch.make_project(tmp_path / "repo")
+    done = cx.kp(env, project, "install", "copilot", "--project")
+    assert done.returncode == 0 and "--trust" in done.stdout, done.stdout
+    assert gm.doctor(env, project)["copilot.trust"]["verdict"] == "fail"
+    sandbox.send(ch.PERSONA, "loom", "MAIL-NEEDS-TRUST")
+    run = cp.run_p(copilot_harness, env, project, "hello")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert not any("MAIL-NEEDS-TRUST" in fake_model.text_of(r) for r in cp.model_requests(fake_model)), \
+        "Copilot ran a repository's hooks in an untrusted folder"
+    config = e2e_home / ".copilot" / "config.json"
+    before = config.read_bytes()  # Copilot's own, with its `//` comment lines
+    assert before.startswith(b"//"), before[:200]
+    dry = cx.kp(env, project, "install", "copilot", "--project", "--trust", "--dry-run")
+    assert dry.returncode == 0 and f"+++ {config}" in dry.stdout and config.read_bytes() == before, dry.stdout
+    done = cx.kp(env, project, "install", "copilot", "--project", "--trust")
+    assert done.returncode == 0 and "now trusts" in done.stdout, done.stdout + done.stderr
+    after = config.read_bytes()
+    head = before[:before.index(b"{")]
+    assert after.startswith(head) and json.loads(after[len(head):])["trustedFolders"] == [str(project)]
+    assert gm.doctor(env, project)["copilot.trust"]["verdict"] == "ok"
+    gone = cx.kp(env, project, "uninstall", "copilot", "--project")
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert config.read_bytes() == before and not (project / ".github").exists()
+    assert cx.kp(env, project, "install", "copilot", "--project", "--trust").returncode == 0
+    fake_model.clear()
+    run = cp.run_p(copilot_harness, env, project, "hello again")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert any("MAIL-NEEDS-TRUST" in fake_model.text_of(r) for r in cp.model_requests(fake_model))

@@ -78,6 +78,7 @@ def _extension(request: InstallRequest, outcome: Outcome) -> None:
         return
     common.write_bytes(path, new, 0o644)
     outcome.notes.append(f"the extension is in {path}")
+    outcome.result = common.Result.INSTALLED
 
 
 def _trust(request: InstallRequest, outcome: Outcome) -> None:
@@ -95,6 +96,7 @@ def _trust(request: InstallRequest, outcome: Outcome) -> None:
     else:
         path = trust.record(request.environ, folder)
         outcome.notes.append(f"Copilot CLI now trusts {folder} (recorded in {path}, as its folder dialog does)")
+        outcome.result = common.Result.INSTALLED
 
 
 def _own_steps(request: InstallRequest, outcome: Outcome) -> None:
