@@ -64,8 +64,8 @@ WAKE_SENTENCE = ("New mail for {persona} reaches this session by itself while it
 
 
 def _pushes(inp: HookInput, env: Environment) -> bool:
-    """Will this session get a watcher: interactive, not stopped, and Copilot loads the extension (which it
-    starts beside this very hook: the watcher waits for it to answer)."""
+    """Will this session get a watcher: interactive, not stopped, and Copilot loads the extension (which may
+    still be starting beside this very hook: the watcher waits for it to answer)."""
     from kijito_pull.harnesses.base import INTERACTIVE
     from kijito_pull.harnesses.copilot.session import push_possible
     from kijito_pull.harnesses.session import pushwatch
