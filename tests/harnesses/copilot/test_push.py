@@ -134,6 +134,7 @@ def test_a_refused_push_is_released_at_once(sb, c, runtime):
         ext.close()
     assert released, err
     assert "refused the message: session is shutting down" in err, err
+    assert "copilot-watch: session" in err and "codex-watch" not in err, err  # its log names its own harness
     assert ext.prompts == []
 
 
