@@ -1,4 +1,5 @@
-"""The harness files kijito-pull ships: the Claude Code plugin, the pi extension and the OpenCode plugin.
+"""The harness files kijito-pull ships: the Claude Code plugin, the pi extension, the OpenCode plugin and the
+Copilot CLI extension.
 
 In a wheel they are package data under `kijito_pull/data/` (pyproject.toml's force-include maps the
 repository's own files there, so there is one copy to edit). In a development checkout (editable
@@ -17,12 +18,14 @@ REPO_ROOT = PACKAGE.parent
 CLAUDE = "claude-plugin"
 PI = "pi"
 OPENCODE = "opencode"
+COPILOT = "copilot"
 
 # Relative names inside each bundle; the first one of each marks where a bundle is.
 CLAUDE_FILES = (".claude-plugin/plugin.json", ".claude-plugin/marketplace.json", "hooks/hooks.json")
 CLAUDE_OPTIONAL = ("monitors/monitors.json",)
 PI_FILES = ("package.json", "extensions/kijito-pull.ts")
 OPENCODE_FILES = ("extensions/opencode/kijito-pull.js",)
+COPILOT_FILES = ("extensions/copilot/kijito-pull/extension.mjs",)
 
 
 class MissingPluginFiles(FileNotFoundError):
@@ -39,14 +42,15 @@ def _root(bundle: str, first: str) -> Path:
 
 def bundle_root(bundle: str) -> Path:
     """Where one bundle's files are: `kijito_pull/data/<bundle>` in a wheel, else the repository root."""
-    first = {CLAUDE: CLAUDE_FILES[0], PI: PI_FILES[0], OPENCODE: OPENCODE_FILES[0]}[bundle]
+    first = {CLAUDE: CLAUDE_FILES[0], PI: PI_FILES[0], OPENCODE: OPENCODE_FILES[0], COPILOT: COPILOT_FILES[0]}[bundle]
     return _root(bundle, first)
 
 
 def files(bundle: str) -> dict[str, Path]:
-    """Relative name -> source path of every file of `bundle` ("claude-plugin", "pi" or "opencode")."""
+    """Relative name -> source path of every file of `bundle` ("claude-plugin", "pi", "opencode" or "copilot")."""
     root = bundle_root(bundle)
-    names = CLAUDE_FILES + CLAUDE_OPTIONAL if bundle == CLAUDE else OPENCODE_FILES if bundle == OPENCODE else PI_FILES
+    names = (CLAUDE_FILES + CLAUDE_OPTIONAL if bundle == CLAUDE else OPENCODE_FILES if bundle == OPENCODE
+             else COPILOT_FILES if bundle == COPILOT else PI_FILES)
     out = {}
     for name in names:
         path = root / name
@@ -71,3 +75,7 @@ def pi_extension() -> Path:
 
 def opencode_plugin() -> Path:
     return files(OPENCODE)["extensions/opencode/kijito-pull.js"]
+
+
+def copilot_extension() -> Path:
+    return files(COPILOT)["extensions/copilot/kijito-pull/extension.mjs"]

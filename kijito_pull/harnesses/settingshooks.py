@@ -13,11 +13,17 @@ harness's installer module is its settings path and one line binding these. What
   event, an existing one updated in place, a missing one added as its own group), `without_ours` (ours
   removed, a group that held only ours with them), `is_installed`; nothing else in the file is touched;
 - the sequence: read (InstallError for a file that does not parse), already installed?, plan and diff,
-  the harness's own `check(request, outcome)` (it may refuse with InstallError, or add notes), dry run
-  stops here, back up, write, the harness's `after(request, outcome)`; uninstall gives the file back
-  byte for byte from the install's backup when nothing else changed (installkit.restore_after_uninstall);
+  the harness's own `check(request, outcome)` (it may refuse with InstallError, or add notes and, in a
+  dry run, the diffs of its own steps: also when the hooks are installed already), dry run stops here,
+  back up, write, the harness's `after(request, outcome)`; uninstall gives the file back byte for byte
+  from the install's backup when nothing else changed (installkit.restore_after_uninstall);
 - the read-only wiring look `doctor` asks: where ours are, whether their command exists, events missing
-  or misplaced (an `optional` event missing still counts as wired: an install older than that event).
+  or misplaced (an `optional` event missing still counts as wired: an install older than that event);
+- a file of kijito-pull's own (`own_file`: Copilot CLI reads every `*.json` in its hooks folders, so ours
+  is a file apart): a file of that name that holds anyone else's handler is refused, never rewritten or
+  removed, and once uninstall removed the file, `folders_of(scope, environ, project)` names the folders
+  the install may have made, removed in that order while empty; `undo(request, outcome)` is the harness's
+  own uninstall step (run whether or not the hooks were still there).
 
 Which events: each `Hook` of the harness with `installed=True` (default: every hook), its event the
 settings key. Our handlers are told by their command (`... kijito-pull hook <one of our names>`), so a
@@ -49,7 +55,9 @@ class SettingsHooks:
                  hooks: Sequence[str] | None = None, timeout: int = 15, timeouts: Mapping[str, int] | None = None,
                  optional: Sequence[str] = (), check: Step | None = None, after: Step | None = None,
                  already: Step | None = None, named: bool = False,
-                 extra_arguments: Callable[[Any], None] | None = None):
+                 extra_arguments: Callable[[Any], None] | None = None, own_file: bool = False,
+                 folders_of: Callable[[str, Mapping[str, str], Path], Sequence[Path]] | None = None,
+                 undo: Step | None = None):
         self.name = harness.name
         self.repository = harness.project == "repository"  # where --project and the wiring look (base.REPOSITORY)
         self.named = named  # each handler of ours also carries `"name": <our hook>` (Gemini CLI shows it)
@@ -64,6 +72,7 @@ class SettingsHooks:
         self.timeouts = dict(timeouts or {})
         self.optional = tuple(optional)
         self.check, self.after, self.already = check, after, already
+        self.own_file, self.folders_of, self.undo = own_file, folders_of, undo
         self._ours = re.compile(r"(?:^|[\s/'\"])(?:kijito-pull|kijito_pull)['\"]?\s+hook\s+("
                                 + "|".join(map(re.escape, self.events.values())) + r")\b")
 
@@ -92,6 +101,28 @@ class SettingsHooks:
                     if isinstance(handler, dict) and self.hook_name(handler.get("command")):
                         out.setdefault(event, []).append(handler)
         return out
+
+    @staticmethod
+    def handler_commands(data: Any) -> list[Any]:
+        """Every handler's command in a settings object (anything that is not a handler object counts as
+        someone's: None)."""
+        out: list[Any] = []
+        events = data.get("hooks") if isinstance(data, dict) else None
+        for groups in events.values() if isinstance(events, dict) else [None]:
+            for group in groups if isinstance(groups, list) else [None]:
+                handlers = group.get("hooks") if isinstance(group, dict) else None
+                for handler in handlers if isinstance(handlers, list) else [None]:
+                    out.append(handler.get("command") if isinstance(handler, dict) else None)
+        return out
+
+    def refuse_foreign(self, file: common.JsonFile) -> None:
+        """With `own_file`: InstallError for a file of our name that holds anything but our handlers."""
+        if not self.own_file or not file.exists:
+            return
+        found = self.handler_commands(file.data)
+        if not found or not all(self.hook_name(c) for c in found) or set(file.data) - {"hooks", "version"}:
+            raise InstallError(f"{file.path} holds hooks that are not kijito-pull's; it is left as it is (move it, "
+                               f"or rename it, then run this again)", ExitCode.USAGE)
 
     def with_ours(self, data: dict[str, Any], prefix: Sequence[str], tail: Sequence[str] = ()) -> dict[str, Any]:
         """`data` with exactly one handler of ours per event, running `prefix`: an existing one is updated
@@ -220,12 +251,17 @@ class SettingsHooks:
 
     def install(self, request: Any) -> Outcome:
         outcome, file = common.begin(request, self.path_of)
+        self.refuse_foreign(file)
         path = outcome.path
         prefix = self.prefix(request.option("command"))
         tail = sourceflags.source_flags(request)  # --source / --consumer, on each hook's command line
         if self.is_installed(file.data, prefix, tail):
             outcome.result = Result.ALREADY_INSTALLED
-            if self.already is not None and not request.dry_run:
+            if request.dry_run and self.check is not None:
+                self.check(request, outcome)  # the harness's own steps may still have something to show
+                if outcome.diffs:
+                    outcome.result = Result.WOULD_INSTALL
+            elif self.already is not None and not request.dry_run:
                 self.already(request, outcome)
             return outcome
         new = file.edited(self.with_ours(file.data, prefix, tail))
@@ -249,14 +285,21 @@ class SettingsHooks:
 
     def uninstall(self, request: Any) -> Outcome:
         outcome, file = common.begin(request, self.path_of)
+        self.refuse_foreign(file)
         if not self.our_handlers(file.data):
             outcome.result = Result.NOT_INSTALLED
-            return outcome
-        new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run)
-        outcome.diffs.append(common.diff(outcome.path, file.raw, new))
-        if request.dry_run:
-            outcome.result = Result.WOULD_UNINSTALL
-            return outcome
-        common.note_restored(outcome, how, "hooks")
-        outcome.result = Result.UNINSTALLED
+        else:
+            new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run)
+            outcome.diffs.append(common.diff(outcome.path, file.raw, new))
+            outcome.result = Result.WOULD_UNINSTALL if request.dry_run else Result.UNINSTALLED
+            if not request.dry_run:
+                common.note_restored(outcome, how, "hooks")
+                if how.how == "removed" and self.folders_of is not None:
+                    for folder in self.folders_of(request.scope, request.environ, request.project):
+                        try:
+                            folder.rmdir()  # only when empty
+                        except OSError:
+                            break
+        if self.undo is not None:
+            self.undo(request, outcome)
         return outcome

@@ -56,3 +56,12 @@ def model_requests(fm) -> list[dict]:
 
 def records(home: Path) -> list[Path]:
     return sorted((home / ".copilot" / "session-state").glob("*/events.jsonl"))
+
+
+def start_tui(harness: h.Harness, env: dict[str, str], cwd: Path) -> h.Tmux:
+    """The terminal UI with its experimental features (extensions) on, in the namespace; the folder dialog is
+    answered "Yes" (this session only), as a user would."""
+    tui = h.Tmux(h.netns().wrap(harness.cmd("--experimental")), env={**env, "TERM": "xterm-256color"}, cwd=cwd)
+    if tui.wait_for_screen("Yes, and remember", timeout=40):
+        tui.send_keys("Enter")
+    return tui

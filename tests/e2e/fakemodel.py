@@ -47,7 +47,8 @@ _NON_TEXT_KEYS = frozenset({"type", "id", "tool_use_id", "role", "cache_control"
 
 
 class ToolUse:
-    """A reply that calls a tool (Anthropic Messages API only; the OpenAI route answers its ``text``).
+    """A reply that calls a tool (the Anthropic Messages API, and streamed OpenAI chat completions as one
+    function call; the other routes answer its ``text``).
 
     ``text`` is an optional text block said before the call."""
 
@@ -312,10 +313,16 @@ class _Handler(BaseHTTPRequestHandler):
             }
             return f"data: {json.dumps(obj)}\n\n"
 
+        if isinstance(answer, ToolUse):  # one function call: the harness runs it and asks again
+            call = {"index": 0, "id": "call_fake_" + uuid.uuid4().hex[:16], "type": "function",
+                    "function": {"name": answer.name, "arguments": json.dumps(answer.input)}}
+            end = chunk({"tool_calls": [call]}, None) + chunk({}, "tool_calls", usage=usage)
+        else:
+            end = chunk({}, "stop", usage=usage)
         sse = (
             chunk({"role": "assistant", "content": ""}, None)
-            + chunk({"content": text}, None)
-            + chunk({}, "stop", usage=usage)
+            + (chunk({"content": text}, None) if text else "")
+            + end
             + "data: [DONE]\n\n"
         )
         self._send(200, sse.encode(), "text/event-stream; charset=utf-8")

@@ -9,6 +9,8 @@ nothing pending and nothing unseen after).
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,9 @@ import pytest
 from tests.e2e import claude_helpers as ch
 from tests.e2e import codex_helpers as cx
 from tests.e2e import copilot_helpers as cp
+from tests.e2e import gemini_helpers as gm
 from tests.e2e import harness as h
-from tests.e2e.fakemodel import FakeModel
+from tests.e2e.fakemodel import FakeModel, ToolUse
 
 pytestmark = pytest.mark.e2e
 
@@ -120,3 +123,91 @@ def test_install_uninstall_leave_the_users_hooks_as_they_were(
     done = cx.kp(env, project, "uninstall", "copilot", "--user")
     assert done.returncode == 0 and "removed" in done.stdout, done.stdout
     assert sorted(p.name for p in hooks.iterdir()) == ["mine.json"] and (hooks / "mine.json").read_bytes() == mine
+
+
+def test_tui_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_at_the_next_model_call(
+        copilot_harness, fake_model, sandbox, env, project, state, e2e_home) -> None:
+    push = gm.doctor(env, project)["copilot.push"]
+    assert push["verdict"] == "warn" and "--experimental" in push["fix"], push
+    tui = cp.start_tui(copilot_harness, env, project)
+    try:
+        tui.type("hello")
+        assert fake_model.wait_for(lambda r: "hello" in fake_model.text_of(r), timeout=40), tui.capture()
+        assert ch.wait_until(lambda: ch.hook_pids(state, "copilot-watch"), 20, step=0.2), tui.capture()
+        settings = json.loads((e2e_home / ".copilot" / "settings.json").read_text())
+        assert settings.get("experimental") is True  # Copilot kept it, not kijito-pull
+        push = gm.doctor(env, project)["copilot.push"]
+        assert push["verdict"] == "ok" and "push available" in push["detail"], push
+        time.sleep(2)  # the first turn is over: the session is idle
+        start = len(fake_model.requests)
+        sent = time.monotonic()
+        sandbox.send(ch.PERSONA, "loom", "MAIL-IDLE-WAKE: the release is frozen")
+        woke = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=20, start=start)
+        took = time.monotonic() - sent
+        assert woke is not None, tui.capture()
+        assert took <= 2.0, f"the idle session was woken after {took:.2f} s"
+        assert fake_model.text_of(woke).count("MAIL-IDLE-WAKE: the release is frozen") == 1
+        # busy: mail sent while the model is answering the turn's first call reaches its second call (after a
+        # tool call), inside the same turn (`inbox interrupt: all` -> session.send mode "immediate")
+        time.sleep(2)
+        during: list[int] = []
+
+        def slow(request: dict) -> object:
+            if "turn-busy" in fake_model.text_of(request) and not during:
+                during.append(sandbox.send(ch.PERSONA, "loom", "MAIL-BUSY: CI is green again"))
+                time.sleep(4)
+                return ToolUse("kijito_e2e_no_such_tool", {})  # the turn goes on: one more model call
+            return "ok"
+
+        fake_model.reply = slow
+        start = len(fake_model.requests)
+        tui.type("turn-busy")
+        busy = fake_model.wait_for_text("MAIL-BUSY", timeout=40, start=start)
+        assert during and busy is not None, tui.capture()
+        turn = [r for r in fake_model.requests[start:] if r["path"].endswith(cp.MODEL_PATH)]
+        assert "turn-busy" in fake_model.text_of(turn[0]) and "MAIL-BUSY" not in fake_model.text_of(turn[0])
+        assert turn[1] is busy, "the mail did not reach the turn's next model call"
+        assert any(m.get("role") == "tool" for m in busy["body"]["messages"]), "not the call after the tool call"
+        assert fake_model.text_of(busy).count("MAIL-BUSY: CI is green again") == 1
+        # both confirmed from the session's events.jsonl: nothing pending, nothing unseen, each shown once
+        assert ch.wait_until(lambda: not cx.pending(env, project), 30, step=0.5), cx.pending(env, project)
+        assert "MAIL-" not in _unseen(env, project)
+        [record] = cp.records(e2e_home)
+        users = [json.loads(line)["data"].get("content", "") for line in record.read_text().splitlines()
+                 if json.loads(line).get("type") == "user.message"]
+        assert sum("MAIL-IDLE-WAKE" in u for u in users) == 1 and sum("MAIL-BUSY" in u for u in users) == 1, users
+        assert not any(ch.TOKEN in fake_model.text_of(r) for r in fake_model.model_requests)
+    finally:
+        tui.kill()
+
+
+def test_project_hooks_need_trust_which_install_records_only_with_trust_and_uninstall_gives_back(
+        copilot_harness, fake_model, sandbox, env, e2e_home, tmp_path) -> None:
+    project = ch.make_project(tmp_path / "repo")
+    done = cx.kp(env, project, "install", "copilot", "--project")
+    assert done.returncode == 0 and "--trust" in done.stdout, done.stdout
+    assert gm.doctor(env, project)["copilot.trust"]["verdict"] == "fail"
+    sandbox.send(ch.PERSONA, "loom", "MAIL-NEEDS-TRUST")
+    run = cp.run_p(copilot_harness, env, project, "hello")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert not any("MAIL-NEEDS-TRUST" in fake_model.text_of(r) for r in cp.model_requests(fake_model)), \
+        "Copilot ran a repository's hooks in an untrusted folder"
+    config = e2e_home / ".copilot" / "config.json"
+    before = config.read_bytes()  # Copilot's own, with its `//` comment lines
+    assert before.startswith(b"//"), before[:200]
+    dry = cx.kp(env, project, "install", "copilot", "--project", "--trust", "--dry-run")
+    assert dry.returncode == 0 and f"+++ {config}" in dry.stdout and config.read_bytes() == before, dry.stdout
+    done = cx.kp(env, project, "install", "copilot", "--project", "--trust")
+    assert done.returncode == 0 and "now trusts" in done.stdout, done.stdout + done.stderr
+    after = config.read_bytes()
+    head = before[:before.index(b"{")]
+    assert after.startswith(head) and json.loads(after[len(head):])["trustedFolders"] == [str(project)]
+    assert gm.doctor(env, project)["copilot.trust"]["verdict"] == "ok"
+    gone = cx.kp(env, project, "uninstall", "copilot", "--project")
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert config.read_bytes() == before and not (project / ".github").exists()
+    assert cx.kp(env, project, "install", "copilot", "--project", "--trust").returncode == 0
+    fake_model.clear()
+    run = cp.run_p(copilot_harness, env, project, "hello again")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert any("MAIL-NEEDS-TRUST" in fake_model.text_of(r) for r in cp.model_requests(fake_model))

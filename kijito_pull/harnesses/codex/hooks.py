@@ -24,12 +24,10 @@ pending until the session's rollout shows it), behind the same opt-in gate as ev
 
 from __future__ import annotations
 
-import json
-
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.base import INTERACTIVE
-from kijito_pull.harnesses.hookgate import HookInput, say
+from kijito_pull.harnesses.hookgate import HookInput
 from kijito_pull.harnesses.session import lifecycle
 
 SESSION_START = "codex-session-start"
@@ -77,27 +75,17 @@ def session_start(inp: HookInput, env: Environment, out: handover.Output) -> int
 
 
 def _may_arm(inp: HookInput, env: Environment) -> bool:
-    try:
-        return lifecycle.stop_marker(env.environ, lifecycle.project_key(inp.project), inp.persona) is None
-    except lifecycle.LifecycleError:
-        return False
+    from kijito_pull.harnesses.session import pushwatch
+
+    return pushwatch.may_arm(inp, env.environ)
 
 
 def arm_watcher(inp: HookInput, env: Environment) -> None:
     """After the answer is written: start the session's watcher if it is interactive and has none."""
     from kijito_pull.harnesses.codex import session
+    from kijito_pull.harnesses.session import pushwatch
 
-    sid = inp.session_id
-    if inp.mode != INTERACTIVE or sid is None or not _may_arm(inp, env):
+    if inp.mode != INTERACTIVE:
         return
-    try:
-        if lifecycle.live_lease(env.environ, sid) is not None:
-            return  # resumed or re-started: its watcher runs already
-        host = lifecycle.host_process()
-        log = lifecycle.sessions_dir(env.environ) / f"{sid}.watch.log"
-        pid = session.spawn_watcher(json.dumps(inp.data).encode(), env.environ, host, log)
-    except (OSError, lifecycle.LifecycleError) as exc:
-        say(env.stderr, f"{inp.hook}: session {sid}: {lifecycle.Result.STARTUP_FAILED.value}: the watcher could "
-                        f"not be started ({exc}); new mail waits for the next turn's end")
-        return
-    say(env.stderr, f"{inp.hook}: session {sid}: watcher started (pid {pid}); its log: {log}")
+    pushwatch.arm(inp, env, name=WATCH, host_env=session.HOST_ENV, host=lifecycle.host_process(),
+                  later="new mail waits for the next turn's end")

@@ -1,5 +1,4 @@
-"""Facts about the Codex session a hook serves: is it interactive, which process hosts it, which `codex`
-to call, and arming its one watcher.
+"""Facts about the Codex session a hook serves: is it interactive and which `codex` to call.
 
 Codex puts no session or mode variable in a hook's environment, and under its shared app-server daemon
 a hook is a child of the daemon with the environment of whichever session started it (measured on
@@ -17,8 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -65,17 +62,6 @@ def detect_mode(data: Mapping[str, object], environ: Mapping[str, str]) -> tuple
     return HEADLESS, "the session's rollout does not say how it was started (treated as headless)"
 
 
-def host_token(host: process.Proc | None) -> str:
-    return f"{host.pid}:{host.start or ''}" if host is not None else ""
-
-
-def parse_host(raw: str | None) -> process.Proc | None:
-    if not raw:
-        return None
-    pid, _, start = raw.partition(":")
-    return process.Proc(int(pid), start or None) if pid.isdigit() and int(pid) > 1 else None
-
-
 def codex_command(environ: Mapping[str, str], host: process.Proc | None) -> str | None:
     """The `codex` that reaches this session's queue: $KIJITO_PULL_CODEX, else `codex` on PATH, else the
     host process's own binary (under the shared daemon, the daemon's codex)."""
@@ -93,25 +79,3 @@ def codex_command(environ: Mapping[str, str], host: process.Proc | None) -> str 
         if Path(exe).name == "codex":
             return exe
     return None
-
-
-def spawn_watcher(raw_input: bytes, environ: Mapping[str, str], host: process.Proc | None, log: Path) -> int:
-    """Start `kijito-pull hook codex-watch` detached from the hook (its own session, no pipe of Codex's
-    held open), reading the same hook input. Returns its pid; raises OSError."""
-    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    env = dict(environ)
-    env[HOST_ENV] = host_token(host)
-    try:
-        child = subprocess.Popen([sys.executable, "-m", "kijito_pull", "hook", "codex-watch"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.DEVNULL, stderr=fd, env=env, start_new_session=True,
-                                 close_fds=True)
-    finally:
-        os.close(fd)
-    assert child.stdin is not None
-    try:
-        child.stdin.write(raw_input)
-        child.stdin.close()
-    except OSError:
-        pass
-    return child.pid

@@ -6,6 +6,9 @@
     copilot-stop            Stop (agentStop): unseen mail as `{"decision": "block", "reason": ...}`; at most
                             `max_stop_blocks` (default 3) in a row per session (Copilot's own cap is 8)
     copilot-session-end     SessionEnd: settles what the session was handed
+    copilot-watch           the watcher of an interactive session whose extension listens (copilot/watcher.py;
+                            started by copilot-session-start, never by Copilot): new mail pushed through
+                            `session.send`
 
 The work is the shared hand-over (kijito_pull.harnesses.handover), pending with the session until its
 record shows the mail. Copilot names the record (`transcript_path`) only in its Stop input; for SessionStart
@@ -21,13 +24,10 @@ from typing import Any
 
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
+from kijito_pull.harnesses.copilot.session import copilot_home
 from kijito_pull.harnesses.hookgate import HookInput
-from kijito_pull.harnesses.installkit import expand, home
 
-
-def copilot_home(environ: Mapping[str, str]) -> Path:
-    raw = environ.get("COPILOT_HOME", "").strip()
-    return expand(raw, environ) if raw else home(environ) / ".copilot"
+WATCH = "copilot-watch"
 
 
 def record_path(environ: Mapping[str, str], session_id: str) -> Path:
@@ -59,16 +59,58 @@ def _with_record(inp: HookInput, env: Environment) -> HookInput:
     return inp
 
 
-def _start(inp: HookInput, env: Environment, out: handover.Output) -> int:
-    return handover.session_start(inp, env, TopLevelContext(out))  # type: ignore[arg-type]
+WAKE_SENTENCE = ("New mail for {persona} reaches this session by itself while it is open: kijito-pull's Copilot "
+                 "extension sends it as a message of its own{when}.")
+
+
+def _pushes(inp: HookInput, env: Environment) -> bool:
+    """Will this session get a watcher: interactive, not stopped, and Copilot loads the extension (which may
+    still be starting beside this very hook: the watcher waits for it to answer)."""
+    from kijito_pull.harnesses.base import INTERACTIVE
+    from kijito_pull.harnesses.copilot.session import push_possible
+    from kijito_pull.harnesses.session import pushwatch
+
+    return (inp.mode == INTERACTIVE and inp.session_id is not None and pushwatch.may_arm(inp, env.environ)
+            and push_possible(env.environ))
+
+
+def _when(inp: HookInput) -> str:
+    policy = getattr(inp.optin, "interrupt", "all")
+    if policy == "all":
+        return " (during a turn, at the next model call)"
+    if policy == "urgent":
+        return " (during a turn only mail marked urgent, at the next model call; the rest when the turn ends)"
+    return " (when a turn ends)"
+
+
+def _start(inp: HookInput, env: Environment, out: handover.Output, extra: tuple[str, ...] = ()) -> int:
+    return handover.session_start(inp, env, TopLevelContext(out), extra)  # type: ignore[arg-type]
 
 
 # -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.copilot.HARNESS) -----------------
 
 
 def on_session_start(inp: HookInput, env: Environment) -> int:
-    """copilot-session-start: waiting mail as the session's context (both keys)."""
-    return handover.answer(_with_record(inp, env), env, _start)
+    """copilot-session-start: waiting mail as the session's context (both keys); then, in an interactive
+    session whose extension listens, its watcher is armed (after the answer is written)."""
+    inp = _with_record(inp, env)
+    pushes = _pushes(inp, env)
+    extra = (WAKE_SENTENCE.format(persona=inp.persona, when=_when(inp)),) if pushes else ()
+    handover.answer(inp, env, lambda i, e, out: _start(i, e, out, extra))
+    if pushes:
+        from kijito_pull.harnesses.copilot.session import HOST_ENV
+        from kijito_pull.harnesses.session import lifecycle, pushwatch
+
+        pushwatch.arm(inp, env, name=WATCH, host_env=HOST_ENV, host=lifecycle.host_process(),
+                      later="new mail waits for the turn's end")
+    return 0
+
+
+def on_watch(inp: HookInput, env: Environment) -> int:
+    """copilot-watch: the session's one watcher (copilot/watcher.py)."""
+    from kijito_pull.harnesses.copilot import watcher
+
+    return watcher.run(inp, env)
 
 
 def on_stop(inp: HookInput, env: Environment) -> int:

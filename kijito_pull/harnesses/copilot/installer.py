@@ -1,166 +1,151 @@
-"""`kijito-pull install copilot`: SessionStart, Stop and SessionEnd hooks for GitHub Copilot CLI, in a hooks
-file of kijito-pull's own.
+"""`kijito-pull install copilot`: SessionStart, Stop and SessionEnd hooks for GitHub Copilot CLI in a hooks file
+of kijito-pull's own, its extension (the way new mail gets in while a session is open), and, when asked,
+Copilot's trust in the repository.
 
-    --user      $COPILOT_HOME/hooks/kijito-pull.json (default ~/.copilot/hooks/kijito-pull.json)
+    --user      $COPILOT_HOME/hooks/kijito-pull.json (default ~/.copilot/hooks/kijito-pull.json), and the
+                extension in $COPILOT_HOME/extensions/kijito-pull/extension.mjs
     --project   <repository>/.github/hooks/kijito-pull.json
+    --trust     with --project: record that Copilot CLI trusts the repository (trustedFolders in
+                ~/.copilot/config.json), as its own folder dialog does: without it `copilot -p` skips a
+                repository's hooks without a word
 
-Copilot CLI reads every `*.json` in those folders (measured on 1.0.102), so kijito-pull writes a file of
-its own there and touches none of yours. It is in Claude Code's format, which Copilot reads too and which
-gives the hooks snake_case input:
-
-    {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "... hook copilot-session-start",
-                                            "timeout": 15}]}],
-               "Stop":         [... "hook copilot-stop" ...],
-               "SessionEnd":   [... "hook copilot-session-end", "timeout": 5 ...]}}
-
-Uninstall removes the file (and the `hooks/` folder when the install made it and nothing else is in it).
-A file of that name that holds hooks other than kijito-pull's is never overwritten or removed.
-
-User hooks run in every folder; Copilot CLI runs a repository's `.github/hooks` in `copilot -p` only in a
-trusted folder (`--trust-folder`, `COPILOT_ALLOW_ALL=true`, or `trustedFolders` in ~/.copilot/config.json),
-and skips them without a word otherwise: the install says so.
+Copilot CLI reads every `*.json` in those folders (measured on 1.0.102), so kijito-pull's file is its own and
+touches none of yours; it is in Claude Code's format, which Copilot reads too and which gives the hooks
+snake_case input. The edit and the install sequence are the kit's (kijito_pull.harnesses.settingshooks, a file
+that holds only our hooks): a file of that name holding anyone else's hooks is refused, uninstall removes the
+file and the folders the install made. What is Copilot's own: the extension (user scope only: Copilot does
+not load a project's extensions in `-p`, and asks before it runs one in its terminal UI), which Copilot loads
+only with `--experimental` (kept as "experimental": true in ~/.copilot/settings.json; the install says so
+and never sets it), and the trust step (copilot/trust.py). Uninstall takes out exactly what install added.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses import sourceflags
+from kijito_pull.harnesses import plugin_files
 from kijito_pull.harnesses.base import InstallRequest
-from kijito_pull.harnesses.copilot import HARNESS
-from kijito_pull.harnesses.copilot.hooks import copilot_home
-from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
+from kijito_pull.harnesses.copilot import HARNESS, trust
+from kijito_pull.harnesses.copilot.session import copilot_home, experimental, extension_path
+from kijito_pull.harnesses.installkit import PROJECT, USER, Outcome
 from kijito_pull.harnesses.settingshooks import SettingsHooks
 
-NAME = HARNESS.name
 FILE = "kijito-pull.json"
-EVENTS = {hook.event: hook.name for hook in HARNESS.hooks}
-TIMEOUT = 15
-TIMEOUTS = {"SessionEnd": 5}
-_OURS = re.compile(r"(?:^|[\s/'\"])(?:kijito-pull|kijito_pull)['\"]?\s+hook\s+("
-                   + "|".join(map(re.escape, EVENTS.values())) + r")\b")
+INSTALLED = ("copilot-session-start", "copilot-stop", "copilot-session-end")  # copilot-watch: started by a hook
+EXTENSION_MARK = b"// kijito-pull for GitHub Copilot CLI"
 
 
 def hooks_path(scope: str, environ: Mapping[str, str], project: Path) -> Path:
     return (copilot_home(environ) if scope == USER else project / ".github") / "hooks" / FILE
 
 
-def hook_name(command: Any) -> str | None:
-    match = _OURS.search(command) if isinstance(command, str) else None
-    return match.group(1) if match else None
+def _folders(scope: str, environ: Mapping[str, str], project: Path) -> list[Path]:
+    hooks = hooks_path(scope, environ, project).parent
+    return [hooks] if scope == USER else [hooks, hooks.parent]
 
 
-def content(prefix: Sequence[str], tail: Sequence[str] = ()) -> dict[str, Any]:
-    return {"hooks": {event: [{"hooks": [{"type": "command", "command": shlex.join([*prefix, "hook", hook, *tail]),
-                                          "timeout": TIMEOUTS.get(event, TIMEOUT)}]}]
-                      for event, hook in EVENTS.items()}}
+EXPERIMENTAL_NOTE = ("Copilot CLI loads the extension (new mail while a session is open) only with its experimental "
+                     "features: start it once as `copilot --experimental` (it then keeps \"experimental\": true in "
+                     "~/.copilot/settings.json); kijito-pull does not set it. Without it the hooks still hand mail "
+                     "over at session start and before a stop")
 
 
-def commands(data: Any) -> list[Any]:
-    """Every handler command in a hooks file (anything that is not a handler object counts as someone's)."""
-    out: list[Any] = []
-    events = data.get("hooks") if isinstance(data, dict) else None
-    for groups in events.values() if isinstance(events, dict) else [None]:
-        for group in groups if isinstance(groups, list) else [None]:
-            handlers = group.get("hooks") if isinstance(group, dict) else None
-            for handler in handlers if isinstance(handlers, list) else [None]:
-                out.append(handler.get("command") if isinstance(handler, dict) else None)
-    return out
+def _folder(request: InstallRequest) -> Path:
+    return request.project if request.project is not None else common.default_project(True, request.cwd)
 
 
-def only_ours(data: Any) -> bool:
-    found = commands(data)
-    return bool(found) and all(hook_name(c) for c in found)
+def _trust_argument(parser: Any) -> None:
+    parser.add_argument("--trust", action="store_true",
+                        help="Copilot CLI, with --project: record that it trusts the repository (trustedFolders in "
+                             "~/.copilot/config.json), as its folder dialog does; without trust `copilot -p` skips "
+                             "a repository's hooks")
 
 
-def _read(path: Path) -> common.JsonFile:
-    file = common.read_json(path)
-    if file.exists and not only_ours(file.data):
-        raise InstallError(f"{path} holds hooks that are not kijito-pull's; it is left as it is (move it, or "
-                           f"rename it, then run this again)", ExitCode.USAGE)
-    return file
-
-
-def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
-    project = common.project_root(cwd)
-    out = []
-    for scope in (PROJECT, USER):
-        path = hooks_path(scope, environ, project)
-        data, problem = common.read_for_wiring(path)
-        if problem is not None:
-            out.append(Wiring(NAME, scope, False, str(path), None, False, problem))
-            continue
-        found = [c for c in commands(data) if hook_name(c)] if path.exists() else []
-        if not found:
-            continue
-        command, exists = common.command_executable(found[0], environ)
-        missing = sorted(set(EVENTS.values()) - {hook_name(c) for c in found})
-        details = [f"no {', '.join(missing)}: run `kijito-pull install copilot --{scope}` again"] if missing else []
-        if scope == PROJECT:
-            details.append("`copilot -p` runs a repository's hooks only in a trusted folder")
-        if not exists:
-            details.append(f"`{command}` does not exist: run `kijito-pull install copilot --{scope}` again")
-        out.append(Wiring(NAME, scope, "copilot-session-start" not in missing and "copilot-stop" not in missing,
-                          str(path), command, exists, "; ".join(details)))
-    return out
-
-
-def add_arguments(parser: Any, action: str) -> None:
-    if action == "install":
-        SettingsHooks.add_command_argument(parser)
-
-
-def install(request: InstallRequest) -> Outcome:
-    path = hooks_path(request.scope, request.environ, request.project)
-    outcome = Outcome(request.harness, request.scope, request.action, path=path)
-    file = _read(path)
-    prefix = SettingsHooks.prefix(request.option("command"))
-    new = common.dump(content(prefix, sourceflags.source_flags(request)))
-    if file.raw == new:
-        outcome.result = Result.ALREADY_INSTALLED
-        return outcome
-    outcome.diffs.append(common.diff(path, file.raw, new))
-    exe, exists = common.command_executable(shlex.join(prefix), request.environ)
-    if not exists:
-        outcome.notes.append(f"`{exe}` is not an executable on this PATH: the hooks would fail until it is")
-    if request.scope == PROJECT:
-        outcome.notes.append("Copilot CLI runs a repository's .github/hooks in `copilot -p` only in a trusted folder "
-                             "(--trust-folder, COPILOT_ALLOW_ALL=true, or trustedFolders in ~/.copilot/config.json), "
-                             "and skips them without a word otherwise; --user hooks run everywhere")
+def _extension(request: InstallRequest, outcome: Outcome) -> None:
+    path = extension_path(request.environ)
+    new = plugin_files.copilot_extension().read_bytes()
+    old = common.read_bytes(path)
+    if old == new:
+        return
+    if old is not None and not old.startswith(EXTENSION_MARK):
+        outcome.notes.append(f"{path} is not kijito-pull's extension; it is left as it is (no push)")
+        return
     if request.dry_run:
-        outcome.result = Result.WOULD_INSTALL
-        return outcome
-    common.write_bytes(path, new)
-    outcome.result = Result.INSTALLED
-    return outcome
+        outcome.diffs.append(common.diff(path, old, new))
+        return
+    common.write_bytes(path, new, 0o644)
+    outcome.notes.append(f"the extension is in {path}")
+    outcome.result = common.Result.INSTALLED
 
 
-def uninstall(request: InstallRequest) -> Outcome:
-    path = hooks_path(request.scope, request.environ, request.project)
-    outcome = Outcome(request.harness, request.scope, request.action, path=path)
-    file = _read(path)
-    if not file.exists:
-        outcome.result = Result.NOT_INSTALLED
-        return outcome
-    outcome.diffs.append(common.diff(path, file.raw, None))
+def _trust(request: InstallRequest, outcome: Outcome) -> None:
+    folder = _folder(request)
+    seen = trust.verdict(request.environ, folder)
+    if seen.trusted:
+        outcome.notes.append(f"Copilot CLI trusts {folder} ({seen.why})")
+    elif not request.option("trust"):
+        outcome.notes.append(f"Copilot CLI does not trust {folder} ({seen.why}), so `copilot -p` skips its "
+                             f".github/hooks without a word: run `kijito-pull install copilot --project --trust`, "
+                             f"trust it in Copilot, or install with --user")
+    elif request.dry_run:
+        config, new = trust.plan(request.environ, folder)
+        outcome.diffs.append(common.diff(config.path, config.raw, new))
+    else:
+        path = trust.record(request.environ, folder)
+        outcome.notes.append(f"Copilot CLI now trusts {folder} (recorded in {path}, as its folder dialog does)")
+        outcome.result = common.Result.INSTALLED
+
+
+def _own_steps(request: InstallRequest, outcome: Outcome) -> None:
+    if request.scope == USER:
+        _extension(request, outcome)
+        if not experimental(request.environ):
+            outcome.notes.append(EXPERIMENTAL_NOTE)
+    else:
+        _trust(request, outcome)
+
+
+def _check(request: InstallRequest, outcome: Outcome) -> None:
     if request.dry_run:
-        outcome.result = Result.WOULD_UNINSTALL
-        return outcome
-    path.unlink()
-    for folder in (path.parent, path.parent.parent) if request.scope == PROJECT else (path.parent,):
-        try:
-            folder.rmdir()  # only when empty
-        except OSError:
-            break
-    outcome.notes.append(f"{path} removed")
-    outcome.result = Result.UNINSTALLED
-    return outcome
+        _own_steps(request, outcome)
+    elif request.scope == PROJECT and request.option("trust"):
+        trust.plan(request.environ, _folder(request))  # a config.json that cannot be parsed stops the install first
 
 
-__all__ = ["content", "hooks_path", "install", "uninstall", "wiring"]
+def _undo(request: InstallRequest, outcome: Outcome) -> None:
+    if request.scope == USER:
+        path = extension_path(request.environ)
+        old = common.read_bytes(path)
+        if old is None or not old.startswith(EXTENSION_MARK):
+            return
+        outcome.diffs.append(common.diff(path, old, None))
+        if request.dry_run:
+            return
+        path.unlink()
+        for folder in (path.parent, path.parent.parent):
+            try:
+                folder.rmdir()  # only when empty
+            except OSError:
+                break
+        outcome.notes.append(f"{path} removed")
+        outcome.result = common.Result.UNINSTALLED
+        return
+    undone = trust.forget(request.environ, dry_run=request.dry_run)
+    if undone is not None:
+        path, before, after = undone
+        outcome.diffs.append(common.diff(path, before, after))
+        if not request.dry_run:
+            outcome.notes.append(f"the trust kijito-pull recorded is taken out of {path}")
+            outcome.result = common.Result.UNINSTALLED
+
+
+KIT = SettingsHooks(HARNESS, hooks_path, hooks=INSTALLED, timeouts={"SessionEnd": 5}, own_file=True,
+                    folders_of=_folders, check=_check, after=_own_steps, already=_own_steps, undo=_undo,
+                    extra_arguments=_trust_argument)
+EVENTS = KIT.events  # Copilot event -> the hook of ours that answers it
+install, uninstall, wiring, add_arguments = KIT.install, KIT.uninstall, KIT.wiring, KIT.add_arguments
+
+__all__ = ["hooks_path", "install", "uninstall", "wiring"]

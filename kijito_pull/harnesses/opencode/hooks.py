@@ -16,7 +16,6 @@ record (opencode/record.py) as the confirmation: the session's server when it li
 
 from __future__ import annotations
 
-import json
 import os
 
 from kijito_pull.core import config
@@ -151,19 +150,7 @@ def on_watch(inp: HookInput, env: Environment) -> int:
 def arm_watcher(inp: HookInput, env: Environment) -> None:
     """After the answer is written: start the session's watcher, unless it has one or was stopped."""
     from kijito_pull.harnesses.opencode import watcher
+    from kijito_pull.harnesses.session import pushwatch
 
-    sid = inp.session_id
-    if sid is None:
-        return
-    try:
-        if lifecycle.stop_marker(env.environ, lifecycle.project_key(inp.project), inp.persona) is not None:
-            return
-        if lifecycle.live_lease(env.environ, sid) is not None:
-            return  # its watcher runs already
-        log = lifecycle.sessions_dir(env.environ) / f"{sid}.watch.log"
-        pid = watcher.spawn(json.dumps(inp.data).encode(), env.environ, lifecycle.host_process(), log)
-    except (OSError, lifecycle.LifecycleError) as exc:
-        say(env.stderr, f"{inp.hook}: session {sid}: {lifecycle.Result.STARTUP_FAILED.value}: the watcher could not "
-                        f"be started ({exc}); new mail waits for the next message")
-        return
-    say(env.stderr, f"{inp.hook}: session {sid}: watcher started (pid {pid}); its log: {log}")
+    pushwatch.arm(inp, env, name=WATCH, host_env=watcher.HOST_ENV, host=lifecycle.host_process(),
+                  later="new mail waits for the next message")

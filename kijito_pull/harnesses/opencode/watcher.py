@@ -6,7 +6,7 @@ model request came 0.23 s later in the TUI, 1.3 s with `opencode serve`), a busy
 turn (measured on 1.18.33). `opencode-chat-message` starts one watcher per such session, detached
 (`kijito-pull hook opencode-watch`); it
 
-- is Codex's watcher loop (kijito_pull.harnesses.codex.watcher.Watcher: the session's lease, one per session,
+- is the shared push watcher (kijito_pull.harnesses.session.pushwatch: the session's lease, one per session,
   ending with the OpenCode process, a taken-back lease or a stop marker; the long-poll; one batch in flight
   at a time through core.delivery.pull_through with a `HELD_WAITS` batch sink), with OpenCode's way in:
   the batch goes out as one prompt, recorded first as pending with its own holder `opencode-push:<session id>`,
@@ -21,68 +21,37 @@ The mail travels in the body of a loopback HTTP request to OpenCode's own server
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from kijito_pull.core import process
-from kijito_pull.core.pending import Holder
-from kijito_pull.harnesses import handover
-from kijito_pull.harnesses.codex import watcher as codex_watcher
-from kijito_pull.harnesses.codex.session import host_token, parse_host
+from kijito_pull.core.models import Message
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.opencode.record import Record
 from kijito_pull.harnesses.opencode.server import Server
-from kijito_pull.harnesses.session import lifecycle
+from kijito_pull.harnesses.session import pushwatch
 
 NAME = "opencode-watch"
 HOST_ENV = "KIJITO_PULL_OPENCODE_HOST"  # "<pid>:<start>" of the OpenCode process, handed to the watcher
-PUSH_TTL = codex_watcher.QUEUE_TTL  # a queued prompt may wait behind a long turn
 
 
 def push_holder_key(session_id: str) -> str:
     return f"opencode-push:{session_id}"
 
 
-class Watcher(codex_watcher.Watcher):
-    """One OpenCode session's watcher: Codex's loop, with `prompt_async` as the way in (module docstring)."""
+class Watcher(pushwatch.PushWatcher):
+    """One OpenCode session's watcher: the shared push watcher, with `prompt_async` as the way in (module
+    docstring)."""
 
-    def __init__(self, inp: HookInput, environ: Mapping[str, str], errors: Any, *, server: Server,
-                 me: lifecycle.Proc, host: lifecycle.Proc | None, ready: handover.Setup, record: Record):
-        super().__init__(inp, environ, errors, codex="", me=me, host=host, ready=ready,
-                         transcript=record)  # type: ignore[arg-type] - a Confirmation, as the loop needs
+    name = NAME
+    host_title = "OpenCode"
+
+    def __init__(self, *args: Any, server: Server, **kwargs: Any):
+        super().__init__(*args, **kwargs)
         self.server = server
-        self.holder = Holder(push_holder_key(self.sid), host.pid if host else None, host.start if host else None,
-                             ttl=PUSH_TTL)
 
-    def queue(self, text: str) -> str | None:
+    def push(self, text: str, shown: Sequence[Message]) -> str | None:
         """One prompt into the session (None: OpenCode accepted it)."""
         return self.server.prompt(self.sid, text)
-
-
-def spawn(raw_input: bytes, environ: Mapping[str, str], host: process.Proc | None, log: Path) -> int:
-    """Start `kijito-pull hook opencode-watch` detached from the hook (its own session, no pipe of OpenCode's
-    held open), reading the same hook input. Returns its pid; raises OSError."""
-    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    env = dict(environ)
-    env[HOST_ENV] = host_token(host)
-    try:
-        child = subprocess.Popen([sys.executable, "-m", "kijito_pull", "hook", NAME], stdin=subprocess.PIPE,
-                                 stdout=subprocess.DEVNULL, stderr=fd, env=env, start_new_session=True, close_fds=True)
-    finally:
-        os.close(fd)
-    assert child.stdin is not None
-    try:
-        child.stdin.write(raw_input)
-        child.stdin.close()
-    except OSError:
-        pass
-    return child.pid
 
 
 def run(inp: HookInput, env: Any) -> int:
@@ -97,23 +66,9 @@ def run(inp: HookInput, env: Any) -> int:
     if server is None:
         say(errors, f"{NAME}: session {sid}: no OpenCode server that knows this session at {url}; not watching")
         return 0
-    host = parse_host(environ.get(HOST_ENV))
-    ready = handover.setup(inp.persona, environ, timeout=5.0, attempts=1, deadline=5.0)
-    me = process.me()
-    try:
-        outcome = lifecycle.acquire(environ, sid, project=inp.project, persona=inp.persona, me=me, host=host,
-                                    source="opencode", one_per_host=False)  # `opencode serve` runs many sessions
-    except lifecycle.LifecycleError as exc:
-        ready.close()
-        say(errors, f"{NAME}: session {sid}: {lifecycle.Result.STARTUP_FAILED.value} ({exc})")
-        return 0
-    if outcome.result is not lifecycle.Result.ARMED:
-        ready.close()
-        say(errors, f"{NAME}: {outcome.line()}")
-        return 0
-    say(errors, f"{NAME}: {outcome.line()}; POST {server.base}/session/{sid}/prompt_async")
-    watcher = Watcher(inp, environ, errors, server=server, me=me, host=host, ready=ready,
-                      record=Record.of(inp.data, sid, environ, server))
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: watcher.stop.set())
-    return watcher.run()
+    host = pushwatch.parse_host(environ.get(HOST_ENV))
+    return pushwatch.serve(
+        inp, env, name=NAME, source="opencode", host=host, route=f"POST {server.base}/session/{sid}/prompt_async",
+        build=lambda me, ready: Watcher(inp, environ, errors, holder_key=push_holder_key(sid), me=me, host=host,
+                                        ready=ready, confirm=Record.of(inp.data, sid, environ, server),
+                                        server=server))

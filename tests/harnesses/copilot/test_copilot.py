@@ -114,7 +114,55 @@ def test_a_file_of_that_name_with_someone_elses_hooks_is_never_touched(c):
 def test_project_round_trip_leaves_the_repository_as_it_was(c):
     before = sorted(str(p.relative_to(c.project)) for p in c.project.rglob("*"))
     code, out, _ = c.run("install", "copilot", "--project", "--command", KIJITO_PULL)
-    assert code == 0 and "only in a trusted folder" in out, out
+    assert code == 0 and "skips its .github/hooks without a word" in out and "--trust" in out, out
     assert (c.project / ".github" / "hooks" / "kijito-pull.json").exists()
     assert c.run("uninstall", "copilot", "--project")[0] == 0
     assert sorted(str(p.relative_to(c.project)) for p in c.project.rglob("*")) == before
+
+
+COPILOT_CONFIG = (b'// User settings belong in settings.json.\n// This file is managed automatically.\n{\n'
+                  b'  "firstLaunchAt": "2026-03-11T00:00:00.000Z",\n  "trustedFolders": [\n    "/elsewhere"\n  ]\n}\n')
+
+
+def test_trust_is_recorded_only_when_asked_after_the_comment_lines_and_given_back_byte_for_byte(c):
+    config = c.home / ".copilot" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(COPILOT_CONFIG)
+    assert c.run("install", "copilot", "--project", "--command", KIJITO_PULL)[0] == 0
+    assert config.read_bytes() == COPILOT_CONFIG  # never without --trust
+    code, out, _ = c.run("doctor", "--json")
+    assert '"copilot.trust", "verdict": "fail"' in out, out
+    code, out, err = c.run("install", "copilot", "--project", "--trust", "--command", KIJITO_PULL)
+    assert code == 0 and "now trusts" in out, out + err
+    text = config.read_bytes()
+    assert text.startswith(COPILOT_CONFIG[:COPILOT_CONFIG.index(b"{")])
+    assert json.loads(text[text.index(b"{"):])["trustedFolders"] == ["/elsewhere", str(c.project)]
+    assert '"copilot.trust", "verdict": "ok"' in c.run("doctor", "--json")[1]
+    assert c.run("uninstall", "copilot", "--project")[0] == 0
+    assert config.read_bytes() == COPILOT_CONFIG
+
+
+def test_uninstall_takes_out_only_our_trust_when_copilot_changed_the_file_meanwhile(c):
+    config = c.home / ".copilot" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(COPILOT_CONFIG)
+    assert c.run("install", "copilot", "--project", "--trust", "--command", KIJITO_PULL)[0] == 0
+    changed = config.read_bytes().replace(b'"firstLaunchAt"', b'"appTipShown": true,\n  "firstLaunchAt"')
+    config.write_bytes(changed)
+    assert c.run("uninstall", "copilot", "--project")[0] == 0
+    text = config.read_bytes()
+    assert text.startswith(b"// User settings belong in settings.json.\n// This file is managed automatically.\n{")
+    data = json.loads(text[text.index(b"{"):])
+    assert data["trustedFolders"] == ["/elsewhere"] and data["appTipShown"] is True
+
+
+def test_user_install_puts_the_extension_in_place_and_says_push_needs_experimental(c):
+    code, out, err = c.run("install", "copilot", "--user", "--command", KIJITO_PULL)
+    ext = c.home / ".copilot" / "extensions" / "kijito-pull" / "extension.mjs"
+    assert code == 0 and ext.read_bytes().startswith(b"// kijito-pull for GitHub Copilot CLI"), out + err
+    assert "copilot --experimental" in out and not (c.home / ".copilot" / "settings.json").exists()
+    assert '"copilot.push", "verdict": "warn"' in c.run("doctor", "--json")[1]
+    (c.home / ".copilot" / "settings.json").write_text('{\n  "experimental": true\n}\n')
+    assert '"copilot.push", "verdict": "ok"' in c.run("doctor", "--json")[1]
+    assert c.run("uninstall", "copilot", "--user")[0] == 0
+    assert not (c.home / ".copilot" / "extensions").exists() and not (c.home / ".copilot" / "hooks").exists()

@@ -1,0 +1,152 @@
+"""Copilot CLI's push (`kijito-pull hook copilot-watch`) as a real process against the sandbox, with a stand-in
+for kijito-pull's extension: a Unix socket at the extension's place that answers as extension.mjs does and, for
+each prompt, appends the `user.message` Copilot CLI writes to the session's events.jsonl once the model is given
+it (measured on 1.0.102). The real extension in the real TUI: tests/e2e/test_copilot_e2e.py. Pinned down here:
+
+- the mode follows the project's `inbox interrupt:` policy (`all`: immediate; `turn-end`: enqueue);
+- the batch is pending with the watcher's own holder until events.jsonl shows it, then confirmed;
+- an extension that refuses releases the batch at once (unseen again, for the hooks);
+- a socket that is not in a private folder of this user is never used.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harnesses.copilot.test_copilot import KIJITO_PULL, PERSONA, SID, TOKEN, Copilot
+
+
+class FakeExtension:
+    """extension.mjs's protocol on its socket; `refuse` makes every prompt fail."""
+
+    def __init__(self, runtime: Path, record: Path):
+        folder = runtime / "kijito-pull"
+        folder.mkdir(mode=0o700)
+        self.path = folder / f"copilot-{SID}.sock"
+        self.record = record
+        self.prompts: list[dict] = []
+        self.refuse = False
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(self.path))
+        self.server.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                request = json.loads(conn.makefile().readline())
+                if request.get("hello"):
+                    answer = {"session": SID}
+                elif self.refuse:
+                    answer = {"error": "session is shutting down"}
+                else:
+                    self.prompts.append(request)
+                    with self.record.open("a") as handle:
+                        handle.write(json.dumps({"type": "user.message", "data": {"content": request["prompt"],
+                                                                                  "delivery": "idle"}}) + "\n")
+                    answer = {"ok": f"msg-{len(self.prompts)}"}
+                conn.sendall(json.dumps(answer).encode() + b"\n")
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def runtime():
+    folder = Path(tempfile.mkdtemp(prefix="kp"))  # short: a socket path has at most 107 bytes
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _watch(c: Copilot, runtime: Path) -> subprocess.Popen:
+    env = {**c.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    child = subprocess.Popen([KIJITO_PULL, "hook", "copilot-watch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, cwd=c.project, text=True)
+    child.stdin.write(json.dumps({"session_id": SID, "cwd": str(c.project), "hook_event_name": "SessionStart"}))
+    child.stdin.close()
+    return child
+
+
+def _wait(predicate, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def c(sb, tmp_path) -> Copilot:
+    return Copilot(sb, tmp_path)
+
+
+@pytest.mark.parametrize("policy, mode", [("all", "immediate"), ("turn-end", "enqueue")])
+def test_new_mail_goes_in_by_the_interrupt_policy_and_is_confirmed_from_the_record(sb, c, runtime, policy, mode):
+    (c.project / "AGENTS.md").write_text((c.project / "AGENTS.md").read_text() + f"- inbox interrupt: {policy}\n")
+    ext = FakeExtension(runtime, c.record)
+    watcher = _watch(c, runtime)
+    try:
+        sb.send(PERSONA, "loom", "MAIL-PUSHED: build is red")
+        if not _wait(lambda: ext.prompts):
+            watcher.kill()
+            raise AssertionError(watcher.stderr.read())
+        [prompt] = ext.prompts
+        assert prompt["mode"] == mode and "MAIL-PUSHED: build is red" in prompt["prompt"]
+        assert "kijito-ref:" in prompt["prompt"] and TOKEN not in prompt["prompt"]
+        assert _wait(lambda: c.pending() == []), c.pending()  # events.jsonl shows it: confirmed
+        assert "MAIL-PUSHED" not in c.run("--once", "--peek", "--persona", PERSONA)[1]
+        assert len(ext.prompts) == 1
+    finally:
+        watcher.kill()
+        watcher.wait(timeout=10)
+        ext.close()
+
+
+def test_a_refused_push_is_released_at_once(sb, c, runtime):
+    ext = FakeExtension(runtime, c.record)
+    ext.refuse = True
+    watcher = _watch(c, runtime)
+    try:
+        sb.send(PERSONA, "loom", "MAIL-REFUSED")
+        time.sleep(1.5)  # the watcher pulls, pushes, is refused and releases the batch
+        released = _wait(lambda: "MAIL-REFUSED" in c.run("--once", "--peek", "--persona", PERSONA)[1]
+                         and all(p["holder"] is None for p in c.pending()), timeout=15)
+    finally:
+        watcher.kill()
+        watcher.wait(timeout=10)
+        err = watcher.stderr.read()
+        ext.close()
+    assert released, err
+    assert "refused the message: session is shutting down" in err, err
+    assert "copilot-watch: session" in err and "codex-watch" not in err, err  # its log names its own harness
+    assert ext.prompts == []
+
+
+def test_a_socket_outside_a_private_folder_is_never_used(c, runtime):
+    from kijito_pull.harnesses.copilot.session import Extension
+
+    ext = FakeExtension(runtime, c.record)
+    try:
+        environ = {**c.environ, "XDG_RUNTIME_DIR": str(runtime)}
+        assert Extension.of(environ, SID).listening()
+        ext.path.parent.chmod(0o755)
+        assert not Extension.of(environ, SID).listening()
+        assert "not a private folder" in Extension.of(environ, SID).send("hello", "enqueue")
+    finally:
+        ext.close()
