@@ -93,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                 p.stop()
             server.stop()
     print(f"\n### Fleets: relay throughput and wake latency ({git_state()}, relay --interval {args.interval:g})\n")
-    print(f"| relay throughput | {args.messages} messages in {relayed:.2f} s: {args.messages / relayed:.0f} messages/s |")
-    print("|---|---|")
+    rate = args.messages / relayed
+    print("| relay throughput |\n|---|")
+    print(f"| {args.messages} messages in {relayed:.2f} s: {rate:.0f} messages/s |")
     print("\n| wake, send -> event line | p50 | p90 | max | received |")
     print("|---|---|---|---|---|")
     for key, label in (("redis", "relay + watch --source redis://"), ("direct", "watch (long-poll)")):
