@@ -26,11 +26,14 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process: AOF on with appendfsync always (the setting docs/fleets.md asks for)."""
+    """One redis-server process: AOF on with appendfsync always (the setting docs/fleets.md asks for), or
+    `everysec`. `kill` is a crash (SIGKILL); `start` again brings it back on the same port and directory."""
 
-    def __init__(self, binary: str, directory: Path, *, wrap=list, call=lambda fn: fn()):
+    def __init__(self, binary: str, directory: Path, appendfsync: str = "always", *, wrap=list,
+                 call=lambda fn: fn()):
         self.binary = binary
         self.directory = directory
+        self.appendfsync = appendfsync
         # e2e: the server runs inside the harnesses' network namespace (tests/e2e/harness.py NetNS): `wrap`
         # an argv to run there, `call` a function whose sockets are made there
         self.wrap, self.call = wrap, call
@@ -44,7 +47,7 @@ class RedisServer:
     def start(self, appendonly: bool = True) -> RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-                "--save", "", "--appendonly", "yes" if appendonly else "no", "--appendfsync", "always",
+                "--save", "", "--appendonly", "yes" if appendonly else "no", "--appendfsync", self.appendfsync,
                 "--daemonize", "no", "--logfile", str(self.directory / "redis.log")]
         self.proc = subprocess.Popen(self.wrap(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -82,6 +85,18 @@ class RedisServer:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+
+    def kill(self) -> None:
+        """A crash: SIGKILL, no final write of the AOF buffer."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
+    def aof_tail(self) -> Path | None:
+        """The AOF file appends go to now (Redis 7's appendonlydir/*.incr.aof), or None without one."""
+        files = sorted((self.directory / "appendonlydir").glob("*.incr.aof"))
+        return files[-1] if files else None
 
     def wipe(self) -> None:
         """A Redis that lost its data (a crash with no persistence, a failover to an empty replica):
