@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses import installflow as flow
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
+from kijito_pull.harnesses.installkit import PROJECT, USER, Outcome, Result, Wiring
 
 #: A harness step run by the install sequence: (the request, the outcome so far).
 Step = Callable[[Any, Outcome], None]
@@ -194,8 +194,7 @@ class SettingsHooks:
 
     @staticmethod
     def add_command_argument(parser: Any) -> None:
-        parser.add_argument("--command", metavar="CMD",
-                            help="the kijito-pull command the hooks run (default: this installation, by absolute path)")
+        flow.add_command_argument(parser)
 
     def add_arguments(self, parser: Any, action: str) -> None:
         if action == "install":
@@ -203,18 +202,8 @@ class SettingsHooks:
             if self.extra_arguments is not None:
                 self.extra_arguments(parser)
 
-    @staticmethod
-    def prefix(command: str | None) -> list[str]:
-        """The argv words the hooks run: `--command`, else this installation by absolute path."""
-        if command:
-            try:
-                words = shlex.split(command)
-            except ValueError as exc:
-                raise InstallError(f"--command: {exc}", ExitCode.USAGE) from None
-            if not words:
-                raise InstallError("--command is empty", ExitCode.USAGE)
-            return words
-        return common.this_command()
+    #: The argv words the hooks run: `--command`, else this installation by absolute path.
+    prefix = staticmethod(flow.command_prefix)
 
     def install(self, request: Any) -> Outcome:
         outcome, file = common.begin(request, self.path_of)
@@ -225,22 +214,16 @@ class SettingsHooks:
             if self.already is not None and not request.dry_run:
                 self.already(request, outcome)
             return outcome
-        new = file.edited(self.with_ours(file.data, prefix))
-        outcome.diffs.append(common.diff(path, file.raw, new))
-        exe, exists = common.command_executable(shlex.join(prefix), request.environ)
-        if not exists:
-            outcome.notes.append(f"`{exe}` is not an executable on this PATH: the hooks would fail until it is")
-        if self.check is not None:
-            self.check(request, outcome)
-        if request.dry_run:
-            outcome.result = Result.WOULD_INSTALL
-            return outcome
-        bak = common.back_up_before_install(path, file.raw, ours_already=bool(self.our_handlers(file.data)))
-        if bak:
-            outcome.backups.append(bak)
-        common.write_bytes(path, new)
-        outcome.result = Result.INSTALLED
-        if self.after is not None:
+
+        def plan() -> None:
+            flow.note_command(outcome, prefix, request.environ)
+            if self.check is not None:
+                self.check(request, outcome)
+
+        ours_already = bool(self.our_handlers(file.data))
+        flow.install_tail(outcome, request.dry_run, file.raw, file.edited(self.with_ours(file.data, prefix)),
+                          plan=plan, back_up=lambda: common.back_up_before_install(path, file.raw, ours_already))
+        if self.after is not None and not request.dry_run:
             self.after(request, outcome)
         return outcome
 
@@ -251,9 +234,4 @@ class SettingsHooks:
             return outcome
         new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run)
         outcome.diffs.append(common.diff(outcome.path, file.raw, new))
-        if request.dry_run:
-            outcome.result = Result.WOULD_UNINSTALL
-            return outcome
-        common.note_restored(outcome, how, "hooks")
-        outcome.result = Result.UNINSTALLED
-        return outcome
+        return flow.uninstall_tail(outcome, request.dry_run, lambda: common.note_restored(outcome, how, "hooks"))
