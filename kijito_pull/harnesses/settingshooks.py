@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses import installflow as flow
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses import sourceflags
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
@@ -226,8 +227,7 @@ class SettingsHooks:
 
     @staticmethod
     def add_command_argument(parser: Any) -> None:
-        parser.add_argument("--command", metavar="CMD",
-                            help="the kijito-pull command the hooks run (default: this installation, by absolute path)")
+        flow.add_command_argument(parser)
         sourceflags.add_source_arguments(parser)  # --source, --consumer: after each hook's name
 
     def add_arguments(self, parser: Any, action: str) -> None:
@@ -236,18 +236,8 @@ class SettingsHooks:
             if self.extra_arguments is not None:
                 self.extra_arguments(parser)
 
-    @staticmethod
-    def prefix(command: str | None) -> list[str]:
-        """The argv words the hooks run: `--command`, else this installation by absolute path."""
-        if command:
-            try:
-                words = shlex.split(command)
-            except ValueError as exc:
-                raise InstallError(f"--command: {exc}", ExitCode.USAGE) from None
-            if not words:
-                raise InstallError("--command is empty", ExitCode.USAGE)
-            return words
-        return common.this_command()
+    #: The argv words the hooks run: `--command`, else this installation by absolute path.
+    prefix = staticmethod(flow.command_prefix)
 
     def install(self, request: Any) -> Outcome:
         outcome, file = common.begin(request, self.path_of)
@@ -264,22 +254,16 @@ class SettingsHooks:
             elif self.already is not None and not request.dry_run:
                 self.already(request, outcome)
             return outcome
-        new = file.edited(self.with_ours(file.data, prefix, tail))
-        outcome.diffs.append(common.diff(path, file.raw, new))
-        exe, exists = common.command_executable(shlex.join(prefix), request.environ)
-        if not exists:
-            outcome.notes.append(f"`{exe}` is not an executable on this PATH: the hooks would fail until it is")
-        if self.check is not None:
-            self.check(request, outcome)
-        if request.dry_run:
-            outcome.result = Result.WOULD_INSTALL
-            return outcome
-        bak = common.back_up_before_install(path, file.raw, ours_already=bool(self.our_handlers(file.data)))
-        if bak:
-            outcome.backups.append(bak)
-        common.write_bytes(path, new)
-        outcome.result = Result.INSTALLED
-        if self.after is not None:
+
+        def plan() -> None:
+            flow.note_command(outcome, prefix, request.environ)
+            if self.check is not None:
+                self.check(request, outcome)
+
+        ours_already = bool(self.our_handlers(file.data))
+        flow.install_tail(outcome, request.dry_run, file.raw, file.edited(self.with_ours(file.data, prefix, tail)),
+                          plan=plan, back_up=lambda: common.back_up_before_install(path, file.raw, ours_already))
+        if self.after is not None and not request.dry_run:
             self.after(request, outcome)
         return outcome
 
@@ -291,8 +275,8 @@ class SettingsHooks:
         else:
             new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run)
             outcome.diffs.append(common.diff(outcome.path, file.raw, new))
-            outcome.result = Result.WOULD_UNINSTALL if request.dry_run else Result.UNINSTALLED
-            if not request.dry_run:
+
+            def undo() -> None:
                 common.note_restored(outcome, how, "hooks")
                 if how.how == "removed" and self.folders_of is not None:
                     for folder in self.folders_of(request.scope, request.environ, request.project):
@@ -300,6 +284,8 @@ class SettingsHooks:
                             folder.rmdir()  # only when empty
                         except OSError:
                             break
+
+            flow.uninstall_tail(outcome, request.dry_run, undo)
         if self.undo is not None:
             self.undo(request, outcome)
         return outcome

@@ -55,15 +55,10 @@ def early(inp: HookInput, environ: Mapping[str, str], stderr: IO[str]) -> int | 
     from kijito_pull.harnesses.session import lifecycle
 
     if inp.hook == SESSION_END:
-        if inp.session_id is None:
-            say(stderr, f"{inp.hook}: {lifecycle.Result.SESSION_ID_UNAVAILABLE.value}: {inp.session_problem}")
-            return 0
-        try:
-            lifecycle.end_session(environ, inp.session_id)
-        except lifecycle.LifecycleError as exc:
-            say(stderr, f"{inp.hook}: {exc}")
+        from kijito_pull.harnesses.session.ending import answer_end
+
         # Mail handed to this session and not yet confirmed: the runtime settles it from the transcript.
-        return None if lifecycle.handed_marker(environ, inp.session_id).exists() else 0
+        return answer_end(inp, environ, stderr)
     if inp.hook == STOP and inp.session_id is not None:
         # Lean: the session's live waker long-polls the server and vouches that nothing is new (and that
         # the cursor has not changed since it looked): no request, no HTTP stack. Any doubt: pull as usual.

@@ -27,7 +27,7 @@ HARNESS = Harness(
              handler="kijito_pull.harnesses.copilot.hooks:on_watch"),
     ),
     nothing="",  # measured: empty output lets the agent stop
-    early="kijito_pull.harnesses.copilot.gate:early",
+    early="kijito_pull.harnesses.session.ending:early",  # a never-handed SessionEnd ends in the gate
     mode="kijito_pull.harnesses.copilot.session:detect_mode",  # the terminal UI sets COPILOT_LOADER_PID
     # Copilot CLI's session record (~/.copilot/session-state/<id>/events.jsonl) holds the SessionStart
     # context (hook.end output) and a Stop block's reason (a user.message), measured on 1.0.102.

@@ -27,7 +27,7 @@ HARNESS = Harness(
     ),
     nothing="{}\n",  # with empty stdout Gemini CLI would show a hook's stderr lines to the user as a message
     session_env="GEMINI_SESSION_ID",
-    early="kijito_pull.harnesses.gemini.gate:early",
+    early="kijito_pull.harnesses.session.ending:early",  # a never-handed SessionEnd ends in the gate
     # Gemini CLI's session record (chats/session-*.jsonl, named in every hook input as transcript_path) holds
     # the SessionStart context and the AfterAgent reason as user records (measured on 0.61.0, docs/gemini.md).
     confirmation=TRANSCRIPT,

@@ -13,7 +13,10 @@ missing in the folder we install to, the install runs OpenCode's own step first:
 `npm install --save-exact @opencode-ai/plugin@<OpenCode's version>` there (npm's cache is used when it has
 the package). What that folder held before (package.json, package-lock.json, node_modules) is noted beside
 the plugin (`plugin/.kijito-pull-before.json`), and uninstall gives it back byte for byte: the plugin file
-removed, npm's files restored or removed, the folders we made removed when empty.
+removed, npm's files restored or removed, the folders we made removed when empty. Without npm on PATH the
+install stops before it writes anything. The sequence (diff, dry run, the note of what was there, npm, the
+write, the result) is the kit's (kijito_pull.harnesses.installflow); this module is OpenCode's paths, its
+plugin file and its npm step.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses import installflow as flow
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses import plugin_files
 from kijito_pull.harnesses.base import InstallRequest
@@ -137,21 +141,7 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
 
 def add_arguments(parser: Any, action: str) -> None:
     if action == "install":
-        parser.add_argument("--command", metavar="CMD",
-                            help="the kijito-pull command the plugin runs (default: this installation, by absolute "
-                                 "path)")
-
-
-def _prefix(command: str | None) -> list[str]:
-    if command:
-        try:
-            words = shlex.split(command)
-        except ValueError as exc:
-            raise InstallError(f"--command: {exc}", ExitCode.USAGE) from None
-        if not words:
-            raise InstallError("--command is empty", ExitCode.USAGE)
-        return words
-    return common.this_command()
+        flow.add_command_argument(parser, runs="the plugin")
 
 
 def _b64(raw: bytes | None) -> str | None:
@@ -169,21 +159,23 @@ def _before(folder: Path, path: Path) -> dict[str, Any]:
             "files": {name: _b64(common.read_bytes(folder / name)) for name in NPM_FILES}}
 
 
-def install(request: InstallRequest) -> Outcome:
+def _begin(request: InstallRequest) -> tuple[Outcome, Path, bytes | None]:
+    """The outcome of a request, the plugin file it is about, and that file's bytes (None: absent)."""
     project = request.project if request.project is not None else common.default_project(False, request.cwd)
     path = plugin_path(request.scope, request.environ, project)
+    return Outcome(request.harness, request.scope, request.action, path=path), path, common.read_bytes(path)
+
+
+def install(request: InstallRequest) -> Outcome:
+    outcome, path, raw = _begin(request)
     folder = path.parent.parent
-    outcome = Outcome(request.harness, request.scope, request.action, path=path)
-    raw = common.read_bytes(path)
     if raw is not None and not is_ours(raw):
         raise InstallError(f"{path} exists and is not kijito-pull's plugin; move it away first", ExitCode.USAGE)
-    new = plugin_bytes(_prefix(request.option("command")))
-    exe, exists = common.command_executable(shlex.join(command_of(new) or []), request.environ)
-    if not exists:
-        outcome.notes.append(f"`{exe}` is not an executable on this PATH: the plugin would fail until it is")
-    need_dependency = not has_dependency(folder)
+    prefix = flow.command_prefix(request.option("command"))
+    new = plugin_bytes(prefix)
+    flow.note_command(outcome, prefix, request.environ, runs="the plugin")
     npm: list[str] | None = None
-    if need_dependency:
+    if not has_dependency(folder):
         version, why = opencode_version(request.environ, Path(request.cwd))
         if version is None:
             outcome.notes.append(f"{DEPENDENCY} is not installed in {folder} and {why}, so it is not installed "
@@ -198,22 +190,30 @@ def install(request: InstallRequest) -> Outcome:
     if raw == new and npm is None:
         outcome.result = Result.ALREADY_INSTALLED
         return outcome
-    outcome.diffs.append(common.diff(path, raw, new))
-    if request.dry_run:
-        outcome.result = Result.WOULD_INSTALL if raw is None else Result.WOULD_UPDATE
-        return outcome
-    manifest = _manifest(folder)
-    if raw is None and not manifest.exists():
-        common.write_bytes(manifest, json.dumps(_before(folder, path)).encode(), 0o600)
-    if npm is not None:
-        if shutil.which("npm", path=request.environ.get("PATH")) is None:
-            raise InstallError(f"npm is not on PATH, so {DEPENDENCY} cannot be installed in {folder}; install npm "
-                               f"(OpenCode needs it too) and run this again", ExitCode.USAGE)
-        folder.mkdir(parents=True, exist_ok=True)
-        common.run_all([npm], request.environ, folder, timeout=300)
-    common.write_bytes(path, new, 0o644)
-    outcome.result = Result.INSTALLED if raw is None else Result.UPDATED
-    return outcome
+
+    def note_before() -> None:
+        """The folder as it was before the first install, for uninstall (a record of our own, not a backup)."""
+        manifest = _manifest(folder)
+        if raw is None and not manifest.exists():
+            common.write_bytes(manifest, json.dumps(_before(folder, path)).encode(), 0o600)
+
+    def check_npm() -> None:
+        """Before anything is written: npm must be there to run the step planned (a dry run says so)."""
+        if npm is None or shutil.which("npm", path=request.environ.get("PATH")) is not None:
+            return
+        missing = f"npm is not on PATH, so {DEPENDENCY} cannot be installed in {folder}"
+        if request.dry_run:
+            outcome.notes.append(f"{missing}: the real install would stop here")
+            return
+        raise InstallError(f"{missing}; install npm (OpenCode needs it too) and run this again", ExitCode.USAGE)
+
+    def run_npm() -> None:
+        if npm is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            common.run_all([npm], request.environ, folder, timeout=300)
+
+    return flow.install_tail(outcome, request.dry_run, raw, new, plan=check_npm, back_up=note_before,
+                             prepare=run_npm, update=raw is not None)
 
 
 def _rmdir(folder: Path) -> None:
@@ -224,11 +224,8 @@ def _rmdir(folder: Path) -> None:
 
 
 def uninstall(request: InstallRequest) -> Outcome:
-    project = request.project if request.project is not None else common.default_project(False, request.cwd)
-    path = plugin_path(request.scope, request.environ, project)
+    outcome, path, raw = _begin(request)
     folder = path.parent.parent
-    outcome = Outcome(request.harness, request.scope, request.action, path=path)
-    raw = common.read_bytes(path)
     if not is_ours(raw):
         outcome.result = Result.NOT_INSTALLED
         return outcome
@@ -249,12 +246,12 @@ def uninstall(request: InstallRequest) -> Outcome:
             outcome.notes.append(f"{folder / 'node_modules'} is removed (npm made it at install)")
     else:
         outcome.notes.append(f"no record of {folder} before the install: npm's files there are left as they are")
-    if request.dry_run:
-        outcome.result = Result.WOULD_UNINSTALL
-        return outcome
-    path.unlink()
-    manifest.unlink(missing_ok=True)
-    if isinstance(before, dict):
+
+    def undo() -> None:
+        path.unlink()
+        manifest.unlink(missing_ok=True)
+        if not isinstance(before, dict):
+            return
         for name, then in restore.items():
             if then is None:
                 (folder / name).unlink(missing_ok=True)
@@ -267,5 +264,5 @@ def uninstall(request: InstallRequest) -> Outcome:
         if not before.get("folder_existed"):
             _rmdir(folder)
         outcome.notes.append(f"{folder} given back as it was before the install")
-    outcome.result = Result.UNINSTALLED
-    return outcome
+
+    return flow.uninstall_tail(outcome, request.dry_run, undo)

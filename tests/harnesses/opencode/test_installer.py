@@ -128,3 +128,30 @@ def test_doctor_sees_the_plugin_and_a_missing_dependency(m) -> None:
     _, out, _ = m.run("doctor", "--json", "--persona", "river")
     found = {f["check"]: f for f in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
     assert found["opencode.plugin"]["verdict"] == "warn" and "70 s" in found["opencode.plugin"]["detail"]
+
+
+def test_an_update_is_shown_first_then_made_and_uninstall_still_gives_everything_back(m) -> None:
+    before = m.tree()
+    plugin = m.config / "plugin" / "kijito-pull.js"
+    assert m.run("install", "opencode", "--user", "--command", KIJITO_PULL)[0] == 0
+    installed = m.tree()
+    code, out, err = m.run("install", "opencode", "--user", "--command", "/opt/other/kijito-pull", "--dry-run")
+    assert code == 0, err
+    assert "install would refresh" in out and '+const COMMAND = ["/opt/other/kijito-pull"];' in out
+    assert f'-const COMMAND = ["{KIJITO_PULL}"];' in out and m.tree() == installed
+    code, out, err = m.run("install", "opencode", "--user", "--command", "/opt/other/kijito-pull")
+    assert code == 0 and "updated" in out, err
+    assert '"/opt/other/kijito-pull"' in plugin.read_text() and len(m.npm_calls()) == 1
+    assert m.run("uninstall", "opencode", "--user")[0] == 0
+    assert m.tree() == before
+
+
+def test_without_npm_the_install_stops_before_writing_anything(m) -> None:
+    (m.bin / "npm").unlink()
+    m.environ["PATH"] = str(m.bin)  # the stand-in opencode only: no npm anywhere on it
+    before = m.tree()
+    code, out, _ = m.run("install", "opencode", "--user", "--command", KIJITO_PULL, "--dry-run")
+    assert code == 0 and "npm is not on PATH" in out and "the real install would stop here" in out
+    code, _, err = m.run("install", "opencode", "--user", "--command", KIJITO_PULL)
+    assert code != 0 and "npm is not on PATH" in err
+    assert m.tree() == before  # no plugin, and no note of the folder left for an uninstall that never comes
