@@ -19,7 +19,7 @@ import signal
 import threading
 
 from kijito_pull.cli import operations, options
-from kijito_pull.context import Context
+from kijito_pull.context import Context, refuse_password_in_argv
 from kijito_pull.core import metrics
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n  kijito-pull relay --redis redis://10.0.0.5:6379/0 --persona river --persona argus\n"
                "  kijito-pull relay --redis redis://10.0.0.5:6379/0          # every persona of the account",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--redis", metavar="URL", help="redis://HOST:PORT/DB to append to (required)")
+    parser.add_argument("--redis", metavar="URL", help="redis://HOST:PORT/DB to append to (required; no password "
+                                                       "in it: see --redis-password-file)")
+    options.add_redis_password(parser)
     parser.add_argument("--interval", type=_seconds, default=DEFAULT_INTERVAL, metavar="SECONDS",
                         help=f"seconds between passes (default {DEFAULT_INTERVAL:g})")
     options.add_personas(parser)
@@ -114,8 +116,10 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     if not args.redis:
         env.error("relay needs --redis redis://HOST:PORT/DB")
         return ExitCode.USAGE
+    refuse_password_in_argv(args.redis, "--redis")
+    settings = options.settings(args, env)
     try:
-        client = redis_streams.connect(args.redis)
+        client = redis_streams.connect(settings.redis_url(redis_streams.check_url(args.redis)))
     except ValueError as exc:
         env.error(str(exc))
         return ExitCode.USAGE
@@ -123,7 +127,6 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         env.error(str(exc))
         return ExitCode.SOURCE_FAILED
     where = redis_streams.safe_url(args.redis)
-    settings = options.settings(args, env)
     settings.connection()  # checked before any request
     try:
         with redis_streams.failures(where):
