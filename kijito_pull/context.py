@@ -17,6 +17,7 @@ is sent to Kijito. Imports only the core and the sources (docs/architecture.md).
 from __future__ import annotations
 
 import functools
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -45,10 +46,22 @@ class Flags:
     mark_read: bool | None = None
     source: str | None = None
     claim_after: float | None = None
+    redis_password_file: str | None = None
 
 
 SOURCE_ENV = "KIJITO_PULL_SOURCE"
 CONSUMER_ENV = "KIJITO_PULL_CONSUMER"  # a hook's `--consumer` (harnesses/hookgate.py), the pi extension's
+REDIS_PASSWORD_ENV = "KIJITO_PULL_REDIS_PASSWORD"
+REDIS_PASSWORD_WAYS = (f"${REDIS_PASSWORD_ENV}, --redis-password-file FILE (mode 0600), or redis_password_file "
+                       f"in the config file")
+
+
+def refuse_password_in_argv(url: str, flag: str) -> None:
+    """ConfigError when a Redis URL given on the command line carries a password: every user of the
+    machine can read a process's argv (ps). The error names the ways that keep it private, never it."""
+    if urllib.parse.urlsplit(url).password is not None:
+        raise config.ConfigError(f"{flag}: a password in the Redis URL would be readable by every user (ps); "
+                                 f"leave it out and give it by {REDIS_PASSWORD_WAYS}")
 
 
 class Settings:
@@ -139,6 +152,8 @@ class Settings:
     def source(self) -> str | None:
         """A Redis source URL (--source, else $KIJITO_PULL_SOURCE, else the config file's source), or None:
         the embedded Kijito engine. Any other scheme is a ConfigError."""
+        if self.flags.source:
+            refuse_password_in_argv(self.flags.source, "--source")
         value = self.flags.source or self.environ.get(SOURCE_ENV, "").strip() or self.file.get("source")
         if not value:
             return None
@@ -148,6 +163,24 @@ class Settings:
             return redis_streams.check_url(str(value))
         except ValueError as exc:
             raise config.ConfigError(f"source: {exc}") from None
+
+    def redis_url(self, url: str) -> str:
+        """`url` with the Redis password in it, for the client only (never shown: redis_streams.safe_url):
+        the URL's own (from the environment or config file), else $KIJITO_PULL_REDIS_PASSWORD, else
+        --redis-password-file, else the config file's redis_password_file (a 0600 file, as for the token)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.password is not None:
+            return url
+        password = self.environ.get(REDIS_PASSWORD_ENV, "")
+        if not password:
+            path = self.flags.redis_password_file or self.file.get("redis_password_file")
+            source = "--redis-password-file" if self.flags.redis_password_file else "config file redis_password_file"
+            password = config.read_token_file(str(path), source) if path else ""
+        if not password:
+            return url
+        user = urllib.parse.quote(parts.username or "", safe="")
+        netloc = f"{user}:{urllib.parse.quote(password, safe='')}@{parts.netloc.rpartition('@')[2]}"
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
     @functools.cached_property
     def claim_after(self) -> float:
@@ -221,7 +254,7 @@ class Context:
 
         s = self.settings
         if self._redis is None:
-            self._redis = redis_streams.connect(s.source, timeout=s.timeout)
+            self._redis = redis_streams.connect(s.redis_url(s.source), timeout=s.timeout)
             self._clients.append(self._redis)
         return redis_streams.RedisSource(self._redis, self.factory, persona=persona, consumer=s.consumer,
                                          where=redis_streams.safe_url(s.source), claim_after=s.claim_after,

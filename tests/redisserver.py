@@ -19,7 +19,7 @@ import pytest
 REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -37,7 +37,7 @@ class RedisServer:
         # e2e: the server runs inside the harnesses' network namespace (tests/e2e/harness.py NetNS): `wrap`
         # an argv to run there, `call` a function whose sockets are made there
         self.wrap, self.call = wrap, call
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
     @property

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from kijito_pull.context import Context, Settings
+from kijito_pull.core import metrics
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
@@ -77,7 +78,7 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
 
 
 def watch(args: argparse.Namespace, env: Environment, settings: Settings, personas: list[str], sink: Sink,
-          stop: threading.Event, loop: queue.Queue) -> ExitCode:
+          stop: threading.Event, loop: queue.Queue, ops: metrics.Metrics | None = None) -> ExitCode:
     """`watch --source redis://...`: each persona's group is pulled through `sink`, then the loop sleeps on
     XREAD BLOCK (the wake) until something is appended, the sink posts to `loop`, or --poll-seconds pass
     (a sweep: entries given back or claimed back wake nobody). Kijito is sent nothing."""
@@ -85,6 +86,7 @@ def watch(args: argparse.Namespace, env: Environment, settings: Settings, person
         env.error("watch --source needs --persona (or --personas): a Redis source has no persona directory")
         return ExitCode.USAGE
     content_chars = None if args.no_content else args.content_chars
+    ops = ops if ops is not None else metrics.Metrics("watch", "watch (Redis)", float("inf"))
     with Context(settings) as ctx:
         sources = {p: ctx.redis_source(p) for p in personas}
         for persona, source in sources.items():
@@ -93,13 +95,19 @@ def watch(args: argparse.Namespace, env: Environment, settings: Settings, person
             sink.signal(ctx.factory.signal("armed", persona, cursor=None, redis=source.where,
                                            consumer=settings.consumer))
         sweep = 0.0
+        ops.ready()
         while not stop.is_set():
             tops = {}
             try:
                 tops = {p: (s, s.top()) for p, s in sources.items()}
-                for source in sources.values():
-                    pull_through(source, ctx.factory, sink, content_chars=content_chars, no_content=args.no_content)
+                for persona, source in sources.items():
+                    ops.pulled(persona, pull_through(source, ctx.factory, sink, content_chars=content_chars,
+                                                     no_content=args.no_content))
+                    if ops.serving:
+                        ops.groups(persona, source.lag())
+                ops.succeeded()
             except ApiError as exc:
+                ops.failed("redis", exc)
                 env.error(f"{exc}; retried in {args.poll_seconds} s (nothing was acknowledged)")
                 tops = {}
             sweep = time.monotonic() + args.poll_seconds
@@ -113,9 +121,13 @@ def watch(args: argparse.Namespace, env: Environment, settings: Settings, person
                 if item is not None:
                     break  # PULL_NOW (or CLOSED): pull at once
                 try:
-                    if tops and redis_streams.wait(tops, min(WAKE_SLICE, sweep - time.monotonic())):
+                    woken = bool(tops) and redis_streams.wait(tops, min(WAKE_SLICE, sweep - time.monotonic()))
+                    if tops:
+                        ops.succeeded()  # Redis answered the wait: the source is up
+                    if woken:
                         break
-                except ApiError:
+                except ApiError as exc:
+                    ops.failed("redis", exc)
                     tops = {}
                 if not tops:
                     stop.wait(WAKE_SLICE)

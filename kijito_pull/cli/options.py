@@ -63,6 +63,14 @@ def add_source(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--claim-after", type=non_negative_float, default=None, metavar="SECONDS",
                        help="with a Redis source: seconds a hand-over stays with its holder before another "
                             "member claims it back (default 900; config file: claim_after)")
+    add_redis_password(group)
+
+
+def add_redis_password(group) -> None:  # noqa: ANN001  (a parser or an argument group)
+    group.add_argument("--redis-password-file", metavar="FILE", default=None,
+                       help="read the Redis password from FILE (mode 0600); a password is never taken in a URL "
+                            "on the command line (ps shows it): also $KIJITO_PULL_REDIS_PASSWORD, or "
+                            "redis_password_file in the config file")
 
 
 def non_negative_float(text: str) -> float:
@@ -104,7 +112,8 @@ def flags(args: argparse.Namespace) -> Flags:
                  consumer=getattr(args, "consumer", None), timeout=getattr(args, "timeout", None),
                  on_reset=getattr(args, "on_reset", None), max_attempts=getattr(args, "max_attempts", None),
                  mark_read=getattr(args, "mark_read", None),
-                 source=getattr(args, "source", None), claim_after=getattr(args, "claim_after", None))
+                 source=getattr(args, "source", None), claim_after=getattr(args, "claim_after", None),
+                 redis_password_file=getattr(args, "redis_password_file", None))
 
 
 def settings(args: argparse.Namespace, env: Environment) -> Settings:

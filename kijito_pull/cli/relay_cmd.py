@@ -18,8 +18,9 @@ import collections
 import signal
 import threading
 
-from kijito_pull.cli import options
-from kijito_pull.context import Context
+from kijito_pull.cli import operations, options
+from kijito_pull.context import Context, refuse_password_in_argv
+from kijito_pull.core import metrics
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
@@ -41,13 +42,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples:\n  kijito-pull relay --redis redis://10.0.0.5:6379/0 --persona river --persona argus\n"
                "  kijito-pull relay --redis redis://10.0.0.5:6379/0          # every persona of the account",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--redis", metavar="URL", help="redis://HOST:PORT/DB to append to (required)")
+    parser.add_argument("--redis", metavar="URL", help="redis://HOST:PORT/DB to append to (required; no password "
+                                                       "in it: see --redis-password-file)")
+    options.add_redis_password(parser)
     parser.add_argument("--interval", type=_seconds, default=DEFAULT_INTERVAL, metavar="SECONDS",
                         help=f"seconds between passes (default {DEFAULT_INTERVAL:g})")
     options.add_personas(parser)
     parser.add_argument("--consumer", metavar="NAME", default=RELAY_CONSUMER,
                         help=f"the relay's own Kijito cursor (default {RELAY_CONSUMER!r})")
     options.add_connection(parser)
+    operations.add(parser, stale_default="the larger of 60 and 5 x --interval")
     parser.set_defaults(run=run)
 
 
@@ -65,14 +69,26 @@ class StreamSink(Sink):
     """Takes a message once Redis holds it (appended now or by another relay before), and remembers the
     newest KNOWN ids it saw held, so a Redis that lost its tail is noticed and refilled (`recover`)."""
 
-    def __init__(self, appender: redis_streams.Appender):
+    def __init__(self, appender: redis_streams.Appender, ops: metrics.Metrics | None = None):
         self.appender = appender
+        self.ops = ops
         self.appended = 0
+        self.redis_failed = False  # the last pass's ApiError came from Redis (not from Kijito)
         self.known: dict[str, collections.OrderedDict[int, None]] = {}
 
+    def via_redis(self, call, *args):  # noqa: ANN001, ANN202
+        """call(*args), noting that an ApiError it raised came from Redis."""
+        try:
+            return call(*args)
+        except ApiError:
+            self.redis_failed = True
+            raise
+
     def deliver(self, event: dict, message: Message) -> bool:
-        if self.appender.append(event["persona"], message):  # ApiError stops the pass: the cursor holds
+        if self.via_redis(self.appender.append, event["persona"], message):  # ApiError stops the pass
             self.appended += 1
+            if self.ops is not None:
+                self.ops.relayed(event["persona"])
         known = self.known.setdefault(event["persona"], collections.OrderedDict())
         known[message.id] = None
         while len(known) > KNOWN:
@@ -81,7 +97,7 @@ class StreamSink(Sink):
 
     def recover(self, persona: str, client: KijitoClient, env: Environment) -> None:
         """Re-read from Kijito, by id, what Redis held and lost; append it again (once, in id order)."""
-        lost = self.appender.missing(persona, self.known.get(persona, ()))
+        lost = self.via_redis(self.appender.missing, persona, self.known.get(persona, ()))
         if not lost:
             return
         env.error(f"{persona}: Redis lost {len(lost)} appended message(s) (a restart that lost its tail?); "
@@ -93,15 +109,17 @@ class StreamSink(Sink):
                 env.error(f"{persona}: message {kid} is gone from Kijito too; it cannot be appended again")
                 self.known[persona].pop(kid, None)
                 continue
-            self.appender.append(persona, message)
+            self.via_redis(self.appender.append, persona, message)
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     if not args.redis:
         env.error("relay needs --redis redis://HOST:PORT/DB")
         return ExitCode.USAGE
+    refuse_password_in_argv(args.redis, "--redis")
+    settings = options.settings(args, env)
     try:
-        client = redis_streams.connect(args.redis)
+        client = redis_streams.connect(settings.redis_url(redis_streams.check_url(args.redis)))
     except ValueError as exc:
         env.error(str(exc))
         return ExitCode.USAGE
@@ -109,7 +127,6 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         env.error(str(exc))
         return ExitCode.SOURCE_FAILED
     where = redis_streams.safe_url(args.redis)
-    settings = options.settings(args, env)
     settings.connection()  # checked before any request
     try:
         with redis_streams.failures(where):
@@ -117,7 +134,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     except ApiError as exc:
         env.error(f"{exc}; nothing was relayed")
         return ExitCode.SOURCE_FAILED
-    sink = StreamSink(redis_streams.Appender(client, where))
+    ops = operations.start(args, env, "relay", f"relay to {where}", max(60.0, 5 * args.interval))
+    sink = StreamSink(redis_streams.Appender(client, where), ops)
     stop = threading.Event()
     saved = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -125,21 +143,35 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
             personas = _personas(args, settings, ctx, env)
             if personas is None:
                 return ExitCode.SOURCE_FAILED
+            ops.ready()
             while not stop.is_set():
                 for persona in personas:
                     if stop.is_set():
                         break
+                    sink.redis_failed = False
                     try:
                         sink.recover(persona, ctx.client, env)
                         pull_through(ctx.engine(persona), ctx.factory, sink)
+                        if ops.serving:
+                            ops.groups(persona, sink.via_redis(_groups, client, ctx, persona, where))
+                        ops.succeeded()
                     except (ApiError, StateError) as exc:
+                        ops.failed("state" if isinstance(exc, StateError) else
+                                   "redis" if sink.redis_failed else "kijito", exc)
                         env.error(f"{persona}: {exc}; retried next pass (nothing passed that Redis lacks)")
                 stop.wait(args.interval)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+        ops.stopping()
         client.close()
     return ExitCode.OK
+
+
+def _groups(client, ctx: Context, persona: str, where: str) -> list[dict]:  # noqa: ANN001
+    """Each consumer group of the persona's stream, its lag and pending count (for the metrics)."""
+    return redis_streams.RedisSource(client, ctx.factory, persona=persona, consumer=RELAY_CONSUMER,
+                                     where=where).lag()
 
 
 def _personas(args: argparse.Namespace, settings, ctx: Context, env: Environment) -> list[str] | None:  # noqa: ANN001

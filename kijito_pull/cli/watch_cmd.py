@@ -9,7 +9,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from kijito_pull.cli import options
+from kijito_pull.cli import operations, options
 from kijito_pull.context import Context, Settings
 from kijito_pull.core import config, process
 from kijito_pull.core.api import KijitoClient
@@ -115,6 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument("--max-replay", type=options.non_negative_int, default=DEFAULT_MAX_REPLAY, metavar="N",
                        help=f"on first contact deliver at most N visible unread (default {DEFAULT_MAX_REPLAY})")
     options.add_connection(p)
+    operations.add(p, stale_default="the larger of 180 and 3 x --poll-seconds")
     p.set_defaults(run=run)
 
 
@@ -184,13 +185,19 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     consumer, _ = settings.consumer, settings.source or settings.connection()  # checked before anything starts
     loop: queue.Queue = queue.Queue()
     sink = build_sink(args, env, loop)
+    stale_after = max(180.0, 3.0 * args.poll_seconds)
     if settings.source is not None:
         from kijito_pull.cli import fleet
 
         stop = threading.Event()
+        ops = None if args.self_test else operations.start(args, env, "watch", "watch (Redis)", stale_after)
         with _signals(stop, sink):
             own = Settings(env.environ, replace(options.flags(args), personas=tuple(personas)))
-            return fleet.watch(args, env, own, personas, sink, stop, loop)
+            try:
+                return fleet.watch(args, env, own, personas, sink, stop, loop, ops)
+            finally:
+                if ops is not None:
+                    ops.stopping()
     ctx = Context(settings)
     client, notify_client, factory = ctx.client, ctx.new_client(), ctx.factory
 
@@ -208,6 +215,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         return self_test(client, personas, sink, factory, env)
 
     stop = threading.Event()
+    ops = operations.start(args, env, "watch", "watch", stale_after)
     watch_options = WatchOptions(
         consumer=consumer, wait=args.wait, poll_seconds=args.poll_seconds, resync_every=args.resync_every,
         rediscover_every=args.rediscover_every, all_personas=all_personas, alert_after=args.alert_after,
@@ -217,7 +225,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         cursors_dir=settings.paths.cursors_dir)
     watcher = Watcher(client=client, notify_client=notify_client, make_engine=make_engine, sink=sink,
                       factory=factory, options=watch_options, personas=personas, stop=stop, loop=loop,
-                      errors=env.stderr)
+                      errors=env.stderr, ops=ops)
     if args.seed_at is not None:
         for target in watcher.targets.values():
             try:
@@ -227,10 +235,13 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                 return ExitCode.SOURCE_FAILED
     with _signals(stop, sink) as signals:
         try:
+            ops.ready()
             watcher.run()
         except ApiError as exc:
             env.error(f"cannot list the account's personas ({exc}); name them with --persona")
             return ExitCode.SOURCE_FAILED
+        finally:
+            ops.stopping()
     ctx.close()
     if signals.received == signal.SIGINT:  # Ctrl-C: 130, as for every command; SIGTERM is a clean stop, 0
         env.error("interrupted")

@@ -1,11 +1,10 @@
 """`install HARNESS --source URL --consumer NAME`: the mail source a harness's hooks read, written into
 each hook's command line (`kijito-pull hook NAME --source URL --consumer NAME`, which the hook gate,
-harnesses/hookgate.py, takes). A URL with a user or password is refused: a command line is visible to
-every process on the machine."""
+harnesses/hookgate.py, takes). A URL with a password is refused (context.refuse_password_in_argv): a
+command line is visible to every process on the machine."""
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
@@ -22,7 +21,8 @@ def add_source_arguments(parser: Any) -> None:
 
 def source_flags(request: Any) -> list[str]:
     """The hook command line's `--source URL --consumer NAME` words an install was asked for (InstallError,
-    exit 2, for a URL that is not a Redis one or that carries a user or password, or a bad consumer)."""
+    exit 2, for a URL that is not a Redis one or that carries a password, or a bad consumer)."""
+    from kijito_pull import context
     from kijito_pull.core import config
     from kijito_pull.sources import redis_streams
 
@@ -33,11 +33,10 @@ def source_flags(request: Any) -> list[str]:
             redis_streams.check_url(source)
         except ValueError as exc:
             raise InstallError(f"--source: {exc}", ExitCode.USAGE) from None
-        parts = urllib.parse.urlsplit(source)
-        if parts.password or parts.username:
-            raise InstallError("--source: a hook's command line is visible to every process on the machine, so it "
-                               "takes no user or password: give the URL without them and the password to Redis "
-                               "through the environment (docs/fleets.md)", ExitCode.USAGE)
+        try:  # a hook's command line is visible to every process on the machine (ps), as any argv is
+            context.refuse_password_in_argv(source, "--source")
+        except config.ConfigError as exc:
+            raise InstallError(str(exc), ExitCode.USAGE) from None
         out += ["--source", source]
     if consumer:
         try:

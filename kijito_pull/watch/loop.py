@@ -21,6 +21,7 @@ from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import Engine
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.longpoll import Counts, LongPoll, NotifyFailed
+from kijito_pull.core.metrics import Metrics
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import CLOSED, PULL_NOW, Sink
 from kijito_pull.core.state import LockTimeout, StateError
@@ -82,7 +83,7 @@ class Watcher:
                  make_engine: Callable[[str], Engine], sink: Sink, factory: EventFactory,
                  options: WatchOptions, personas: Iterable[str], stop: threading.Event,
                  loop: queue.Queue | None = None, errors: IO[str] = sys.stderr,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, ops: Metrics | None = None):
         self.client = client
         self.notify_client = notify_client
         self.make_engine = make_engine
@@ -93,6 +94,7 @@ class Watcher:
         self.loop: queue.Queue = loop if loop is not None else queue.Queue()
         self.errors = errors
         self.clock = clock
+        self.ops = ops if ops is not None else Metrics("watch", "watch", float("inf"))  # core/metrics.py
         self.targets: dict[str, Target] = {}  # keyed by casefold: one target per inbox name, original case kept
         self.notify_health = alarms.Health(options.alert_after)
         self.stranded = alarms.SetAlarm("unread mail no persona will read (stranded)", "stranded_inboxes")
@@ -173,10 +175,13 @@ class Watcher:
             target.retry_at = now + 1.0  # another puller of this cursor is delivering; look again shortly
             return
         except (ApiError, StateError) as exc:
+            self.ops.failed("state" if isinstance(exc, StateError) else "kijito", exc)
             self._raise(target.name, target.health.failure(f"inbox of {target.name} failing: {exc}"))
             target.retry_at = now + min(RETRY_CAP, 2.0 ** (target.health.failures - 1))
             self.note(f"{target.name}: {exc}; retrying in {target.retry_at - now:.0f} s")
             return
+        self.ops.pulled(target.name, report)
+        self.ops.succeeded()
         self._raise(target.name, target.health.success(f"inbox of {target.name}"))
         target.skips = 0
         if report.refused is not None:
@@ -204,6 +209,7 @@ class Watcher:
     # -- reacting to the wake source ---------------------------------------------------------------
 
     def on_counts(self, item: Counts) -> None:
+        self.ops.succeeded()
         self._raise(ACCOUNT, self.notify_health.success("notify/pending"))
         counts = {c.persona: c for c in item.result.counts}
         due = []
@@ -236,6 +242,7 @@ class Watcher:
 
     def on_notify_failed(self, item: NotifyFailed) -> None:
         if not item.unavailable:
+            self.ops.failed("kijito", item.error)
             self._raise(ACCOUNT, self.notify_health.failure(f"notify/pending failing: {item.error}"))
         # Without counts we cannot tell who has mail: read every inbox (the notifier paces this).
         for target in self.targets.values():
