@@ -256,6 +256,9 @@ class Trial:
             while run.proc.poll() is None and not self.stopping.is_set():
                 time.sleep(0.05)
             if self.stopping.is_set() and run.proc.poll() is None:
+                # Not in the first second of its life: a process signalled before Python has run any of
+                # its code dies of SIGTERM, as any program would; from cli.early on, SIGTERM is exit 0.
+                time.sleep(max(0.0, run.started + 1.0 - time.monotonic()))
                 run.proc.send_signal(signal.SIGTERM)
             self.reap(run, timeout=30)
             if not self.stopping.is_set():

@@ -12,6 +12,10 @@ A Ctrl-C in those start-up imports would print a KeyboardInterrupt traceback: fo
 is not a hook, SIGINT meanwhile ends the process with one line and status 130 (nothing has been read
 or written yet), and `restore_interrupts()` (called by `main` before the command runs) gives Ctrl-C
 back to Python, so a running command unwinds and reports it itself. Hooks keep their own handling.
+
+The long-running commands (`watch`, `relay`, `sandbox`) stop cleanly on SIGTERM (exit 0), and a
+supervisor may send it at any moment, start-up included: for them SIGTERM meanwhile ends the process
+with one line and status 0, until the command installs its own handler (first thing in its `run`).
 """
 
 import signal
@@ -20,11 +24,17 @@ import sys
 from kijito_pull.harnesses import hookgate  # standard library only, and first: a hook gets nothing else
 
 _EXIT_INTERRUPTED = 130  # core.exitcodes.ExitCode.INTERRUPTED, not imported: this runs before everything
+LONG_RUNNING = frozenset({"watch", "relay", "sandbox"})  # commands that exit 0 on SIGTERM
 
 
 def _interrupted_at_start(signum, frame):  # noqa: ARG001 - a signal handler's signature
     sys.stderr.write("kijito-pull: interrupted\n")
     raise SystemExit(_EXIT_INTERRUPTED)
+
+
+def _stopped_at_start(signum, frame):  # noqa: ARG001 - a signal handler's signature
+    sys.stderr.write("kijito-pull: stopped before it started\n")
+    raise SystemExit(0)
 
 
 def restore_interrupts() -> None:
@@ -33,9 +43,10 @@ def restore_interrupts() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-_hook = len(sys.argv) > 1 and sys.argv[1] == "hook"
-if sys.argv and hookgate.is_console(sys.argv[0]) and not _hook \
-        and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+_console = bool(sys.argv) and hookgate.is_console(sys.argv[0]) and not (len(sys.argv) > 1 and sys.argv[1] == "hook")
+if _console and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_at_start)
+if _console and LONG_RUNNING.intersection(sys.argv[1:]) and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _stopped_at_start)
 
 hookgate.early_gate()

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import signal
 import threading
 
 from kijito_pull.cli import operations, options
+from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, refuse_password_in_argv
 from kijito_pull.core import metrics
 from kijito_pull.core.api import KijitoClient
@@ -118,26 +118,36 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         return ExitCode.USAGE
     refuse_password_in_argv(args.redis, "--redis")
     settings = options.settings(args, env)
-    try:
-        client = redis_streams.connect(settings.redis_url(redis_streams.check_url(args.redis)))
-    except ValueError as exc:
-        env.error(str(exc))
-        return ExitCode.USAGE
-    except ApiError as exc:
-        env.error(str(exc))
-        return ExitCode.SOURCE_FAILED
+    stop = threading.Event()
+    with StopSignals(stop):  # first: a stop during the connect below is a clean stop too
+        try:
+            client = redis_streams.connect(settings.redis_url(redis_streams.check_url(args.redis)))
+        except ValueError as exc:
+            env.error(str(exc))
+            return ExitCode.USAGE
+        except ApiError as exc:
+            env.error(str(exc))
+            return ExitCode.SOURCE_FAILED
+        try:
+            return _relay(args, env, settings, client, stop)
+        finally:
+            client.close()
+
+
+def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: threading.Event) -> ExitCode:  # noqa: ANN001
+    """Check Redis, then one pass per persona per interval until `stop`."""
     where = redis_streams.safe_url(args.redis)
     settings.connection()  # checked before any request
     try:
         with redis_streams.failures(where):
             client.ping()
     except ApiError as exc:
+        if stop.is_set():
+            return ExitCode.OK
         env.error(f"{exc}; nothing was relayed")
         return ExitCode.SOURCE_FAILED
     ops = operations.start(args, env, "relay", f"relay to {where}", max(60.0, 5 * args.interval))
     sink = StreamSink(redis_streams.Appender(client, where), ops)
-    stop = threading.Event()
-    saved = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with Context(settings) as ctx:
             personas = _personas(args, settings, ctx, env)
@@ -161,10 +171,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                         env.error(f"{persona}: {exc}; retried next pass (nothing passed that Redis lacks)")
                 stop.wait(args.interval)
     finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
         ops.stopping()
-        client.close()
     return ExitCode.OK
 
 

@@ -10,11 +10,11 @@ import argparse
 import json
 import secrets
 import shlex
-import signal
 import sqlite3
 import threading
 from collections.abc import Sequence
 
+from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.sandbox import Sandbox
@@ -98,54 +98,34 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     if not token.strip():
         env.error("--token must not be empty")
         return ExitCode.USAGE
-    try:
-        sb = Sandbox(token=token, db_path=args.db, port=args.port, window_limit=args.limit,
-                     content_budget=args.budget, auth_header=args.auth_header)
-    except (sqlite3.Error, ValueError) as exc:
-        env.error(f"cannot open the sandbox database {args.db!r}: {exc}")
-        return ExitCode.USAGE
-    try:
-        sb.start()
-    except OSError as exc:
-        env.error(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}")
-        sb.stop()
-        return ExitCode.USAGE
-
     stop = getattr(args, "stop_event", None) or threading.Event()
-    restore = _install_signal_handlers(stop)
-    try:
-        if args.json:
-            env.stdout.write(json.dumps({"url": sb.url, "token": sb.token, "db": args.db}) + "\n")
-        else:
-            env.stdout.write(_instructions(sb, args))
-        env.stdout.flush()
-        while not stop.wait(0.5):
-            pass
-    finally:
-        restore()
-        sb.stop()
+    with StopSignals(stop):
+        try:
+            sb = Sandbox(token=token, db_path=args.db, port=args.port, window_limit=args.limit,
+                         content_budget=args.budget, auth_header=args.auth_header)
+        except (sqlite3.Error, ValueError) as exc:
+            env.error(f"cannot open the sandbox database {args.db!r}: {exc}")
+            return ExitCode.USAGE
+        try:
+            sb.start()
+        except OSError as exc:
+            env.error(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}")
+            sb.stop()
+            return ExitCode.USAGE
+        try:
+            if args.json:
+                env.stdout.write(json.dumps({"url": sb.url, "token": sb.token, "db": args.db}) + "\n")
+            else:
+                env.stdout.write(_instructions(sb, args))
+            env.stdout.flush()
+            while not stop.wait(0.5):
+                pass
+        finally:
+            sb.stop()
     if not args.json:
         env.stderr.write("Kijito sandbox stopped.\n")
         env.stderr.flush()
     return ExitCode.OK
-
-
-def _install_signal_handlers(stop: threading.Event):
-    """SIGINT/SIGTERM set `stop`; returns a function restoring the previous handlers. Signal
-    handlers can only be installed from the main thread; elsewhere the caller stops us via
-    `args.stop_event`."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        previous[signum] = signal.getsignal(signum)
-        signal.signal(signum, lambda *_: stop.set())
-
-    def restore() -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-    return restore
 
 
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kijito_pull.cli import operations, options
+from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, Settings
 from kijito_pull.core import config, process
 from kijito_pull.core.api import KijitoClient
@@ -190,8 +191,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         from kijito_pull.cli import fleet
 
         stop = threading.Event()
-        ops = None if args.self_test else operations.start(args, env, "watch", "watch (Redis)", stale_after)
-        with _signals(stop, sink):
+        with StopSignals(stop, _hangups(sink)):
+            ops = None if args.self_test else operations.start(args, env, "watch", "watch (Redis)", stale_after)
             own = Settings(env.environ, replace(options.flags(args), personas=tuple(personas)))
             try:
                 return fleet.watch(args, env, own, personas, sink, stop, loop, ops)
@@ -215,25 +216,25 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         return self_test(client, personas, sink, factory, env)
 
     stop = threading.Event()
-    ops = operations.start(args, env, "watch", "watch", stale_after)
-    watch_options = WatchOptions(
-        consumer=consumer, wait=args.wait, poll_seconds=args.poll_seconds, resync_every=args.resync_every,
-        rediscover_every=args.rediscover_every, all_personas=all_personas, alert_after=args.alert_after,
-        heartbeat=args.heartbeat, stranded_alerts=not args.no_stranded_alerts,
-        urgent_alerts=not args.no_urgent_alerts, urgent_after=args.urgent_after,
-        content_chars=None if args.no_content else args.content_chars, no_content=args.no_content,
-        cursors_dir=settings.paths.cursors_dir)
-    watcher = Watcher(client=client, notify_client=notify_client, make_engine=make_engine, sink=sink,
-                      factory=factory, options=watch_options, personas=personas, stop=stop, loop=loop,
-                      errors=env.stderr, ops=ops)
-    if args.seed_at is not None:
-        for target in watcher.targets.values():
-            try:
-                seed(target.engine, args.seed_at, watcher)
-            except (ApiError, StateError) as exc:
-                env.error(f"{target.name}: cannot seed the cursor: {exc}")
-                return ExitCode.SOURCE_FAILED
-    with _signals(stop, sink) as signals:
+    with StopSignals(stop, _hangups(sink)) as signals:  # first: a stop while seeding is a clean stop too
+        ops = operations.start(args, env, "watch", "watch", stale_after)
+        watch_options = WatchOptions(
+            consumer=consumer, wait=args.wait, poll_seconds=args.poll_seconds, resync_every=args.resync_every,
+            rediscover_every=args.rediscover_every, all_personas=all_personas, alert_after=args.alert_after,
+            heartbeat=args.heartbeat, stranded_alerts=not args.no_stranded_alerts,
+            urgent_alerts=not args.no_urgent_alerts, urgent_after=args.urgent_after,
+            content_chars=None if args.no_content else args.content_chars, no_content=args.no_content,
+            cursors_dir=settings.paths.cursors_dir)
+        watcher = Watcher(client=client, notify_client=notify_client, make_engine=make_engine, sink=sink,
+                          factory=factory, options=watch_options, personas=personas, stop=stop, loop=loop,
+                          errors=env.stderr, ops=ops)
+        if args.seed_at is not None:
+            for target in watcher.targets.values():
+                try:
+                    seed(target.engine, args.seed_at, watcher)
+                except (ApiError, StateError) as exc:
+                    env.error(f"{target.name}: cannot seed the cursor: {exc}")
+                    return ExitCode.SOURCE_FAILED
         try:
             ops.ready()
             watcher.run()
@@ -284,35 +285,8 @@ def self_test(client: KijitoClient, personas: list[str], sink: Sink, factory: Ev
     return ExitCode.SOURCE_FAILED if failures else ExitCode.OK
 
 
-class _signals:
-    """SIGTERM and SIGINT end the loop cleanly (`received` says which came first); SIGHUP reopens events
-    files (after external rotation)."""
-
-    def __init__(self, stop: threading.Event, sink: Sink):
-        self.stop = stop
-        self.sink = sink
-        self.saved: dict[int, object] = {}
-        self.received: int | None = None
-
-    def __enter__(self) -> _signals:
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self.saved[sig] = signal.signal(sig, self._end)
-        if hasattr(signal, "SIGHUP"):
-            self.saved[signal.SIGHUP] = signal.signal(signal.SIGHUP, lambda *_: self._reopen())
-        return self
-
-    def _end(self, signum: int, frame: object) -> None:
-        if self.received is None:
-            self.received = signum
-        self.stop.set()
-
-    def _reopen(self) -> None:
-        reopen = getattr(self.sink, "reopen", None)
-        if reopen:
-            reopen()
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+def _hangups(sink: Sink) -> dict:
+    """SIGHUP reopens an events file (after external rotation), where the sink writes one; for any
+    other sink it is ignored (a watch outlives the terminal that started it)."""
+    reopen = getattr(sink, "reopen", None) or (lambda: None)
+    return {signal.SIGHUP: reopen} if hasattr(signal, "SIGHUP") else {}

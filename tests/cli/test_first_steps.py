@@ -77,7 +77,7 @@ sys.argv = ["/opt/bin/kijito-pull", *sys.argv[2:]]
 class Trip:
     def find_spec(self, name, path=None, target=None):
         if name == {module!r}:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.{signal})
         return None
 sys.meta_path.insert(0, Trip())
 from kijito_pull.cli.main import console
@@ -90,9 +90,30 @@ sys.exit(console())
                                          ("requests", ["--once", "--persona", "river"])])
 def test_ctrl_c_during_start_up_is_one_line_and_130_not_a_traceback(cli, module, argv):
     environ = {**cli.environ, "PYTHONPATH": str(REPO)}
-    ran = subprocess.run([sys.executable, "-c", _INTERRUPT_AT.format(module=module), "-", *argv], env=environ,
-                         capture_output=True, text=True, timeout=60)
+    ran = subprocess.run([sys.executable, "-c", _INTERRUPT_AT.format(module=module, signal="SIGINT"), "-", *argv],
+                         env=environ, capture_output=True, text=True, timeout=60)
     assert (ran.returncode, ran.stderr, ran.stdout) == (130, "kijito-pull: interrupted\n", "")
+
+
+@pytest.mark.parametrize("module,argv", [("kijito_pull.cli.relay_cmd", ["relay", "--redis", "redis://127.0.0.1:1/0"]),
+                                         ("kijito_pull.sources.redis_streams", ["relay", "--redis", "redis://x/0"]),
+                                         ("kijito_pull.watch.loop", ["watch", "--persona", "river"]),
+                                         ("kijito_pull.sandbox", ["sandbox"])])
+def test_sigterm_during_the_start_up_of_a_long_running_command_is_a_clean_stop(cli, module, argv):
+    """A supervisor's SIGTERM may come before the command's own handler is in: still one line and 0."""
+    environ = {**cli.environ, "PYTHONPATH": str(REPO)}
+    ran = subprocess.run([sys.executable, "-c", _INTERRUPT_AT.format(module=module, signal="SIGTERM"), "-", *argv],
+                         env=environ, capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stderr, ran.stdout) == (0, "kijito-pull: stopped before it started\n", "")
+
+
+def test_sigterm_during_the_start_up_of_a_one_shot_command_still_ends_it(cli):
+    """`--once` is not a long-running command: SIGTERM keeps its default meaning (the process ends by it)."""
+    environ = {**cli.environ, "PYTHONPATH": str(REPO)}
+    code = _INTERRUPT_AT.format(module="requests", signal="SIGTERM")
+    ran = subprocess.run([sys.executable, "-c", code, "-", "--once", "--persona", "river"], env=environ,
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == -signal.SIGTERM, ran.stderr
 
 
 def test_once_the_command_runs_ctrl_c_is_a_keyboard_interrupt_again(cli):

@@ -55,6 +55,10 @@ def gemini_env(harness: h.Harness, home: Path, model_url: str, sandbox_url: str,
     hook["PATH"] = f"{ch.venv_bin()}{os.pathsep}{gemini_bin(harness)}{os.pathsep}{os.environ.get('PATH', '')}"
     env = h.base_env(home, {**hook, "GEMINI_API_KEY": "dummy-gemini-key",
                             "GOOGLE_GEMINI_BASE_URL": model_url, "GEMINI_CLI_NO_RELAUNCH": "true"})
+    # Gemini runs headless, never drawing its TUI, wherever CI=true or GITHUB_ACTIONS=true (its
+    # isHeadlessMode): the CI runner's markers are not the user's terminal's.
+    for marker in ("CI", "GITHUB_ACTIONS"):
+        env.pop(marker, None)
     env.update(extra)
     return env
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import time
 
@@ -75,6 +76,22 @@ def test_an_unreachable_redis_is_exit_1_with_one_line_and_no_kijito_request(sb, 
     result = cli("relay", "--redis", "redis://127.0.0.1:1/0", "--persona", PERSONA)
     assert result.code == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert sb.requests == []
+
+
+def test_sigterm_while_the_relay_waits_on_a_silent_redis_is_a_clean_stop(sb, tmp_path):
+    """A supervisor's stop during the relay's start-up (here: its first PING, unanswered) is exit 0."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        cli = Cli(sb.url, sb.token, tmp_path / "s")
+        proc = cli.spawn("relay", "--redis", f"redis://127.0.0.1:{silent.getsockname()[1]}/0", "--persona", PERSONA)
+        silent.settimeout(30)
+        conn, _ = silent.accept()  # the relay has connected and sent PING; nothing will answer it
+        with conn:
+            code = stop(proc)
+            err = proc.stderr.read()
+    assert code == 0, err
+    assert "nothing was relayed" not in err and "Traceback" not in err
 
 
 def test_once_from_redis_reads_the_stream_and_sends_kijito_nothing(sb, tmp_path, redis_server):
