@@ -22,6 +22,7 @@ from typing import Any
 
 from kijito_pull.core import config
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
+from kijito_pull.core.models import ApiError
 from kijito_pull.doctor.config_checks import resolved
 
 SOURCE_CHECK_IDS = ("source", "source.redis", "source.stream", "source.persistence", "source.group")
@@ -73,9 +74,8 @@ def check_source(ctx: Context) -> list[Finding]:
         redis = Finding("source.redis", FAIL, f"{where}: the Redis password cannot be read: {exc}",
                         "point --redis-password-file (or redis_password_file) at a mode 0600 file holding only "
                         "the password, or set $KIJITO_PULL_REDIS_PASSWORD")
-    except Exception as exc:  # noqa: BLE001 - the redis package missing (ApiError) or a client error
-        redis = Finding("source.redis", FAIL, f"{where}: {str(exc).splitlines()[0][:200] if str(exc) else exc!r}",
-                        "pip install 'kijito-pull[redis]'")
+    except ApiError as exc:  # the redis client is not installed
+        redis = Finding("source.redis", FAIL, f"{where}: {exc}", "pip install 'kijito-pull[redis]'")
     found.append(redis)
     if redis.verdict == FAIL:
         if client is not None:
@@ -188,7 +188,6 @@ def _persistence(client: Any, where: str) -> Finding:
 
 
 def _group(source: Any, persona: str, group: str, where: str) -> Finding:
-    from kijito_pull.core.models import ApiError
     from kijito_pull.sources import redis_streams
 
     try:

@@ -170,3 +170,14 @@ def test_the_doctor_knows_the_relay_unit(m):
     unit_file(m).write_text(text.replace(first, "/nowhere/kijito-pull", 1))
     daemon = {r["check"]: r for r in map(json.loads, m.run("doctor", "--json")[1].splitlines())}["harness.daemon"]
     assert daemon["verdict"] == "fail" and "/nowhere/kijito-pull" in daemon["detail"], daemon
+
+
+def test_reinstalling_with_other_personas_restarts_the_relay_and_keeps_a_backup(m):
+    assert m.run("install", "daemon", "--relay", "--redis", URL, "--persona", "river", "--system", "systemd")[0] == 0
+    first = unit_file(m).read_text()
+    code, out, err = m.run("install", "daemon", "--relay", "--redis", URL, "--persona", "river", "--persona",
+                           "argus", "--system", "systemd")
+    assert code == 0, err
+    assert exec_start(unit_file(m).read_text()).count("--persona") == 2
+    assert m.calls()[-1][-2:] == ["try-restart", "kijito-pull-relay.service"]
+    assert [p.read_text() for p in unit_file(m).parent.glob("kijito-pull-relay.service.*bak*")] == [first]
