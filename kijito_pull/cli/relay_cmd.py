@@ -171,19 +171,7 @@ def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: t
             errors=env.stderr, ops=ops)
         guard = threading.Thread(target=_guard, args=(watcher, sink, client, ctx, where, args.interval, env),
                                  name="relay-guard", daemon=True)
-        try:
-            ops.ready()
-            guard.start()
-            watcher.run()
-        except ApiError as exc:
-            env.error(f"cannot list the account's personas ({exc}); name them with --persona")
-            return ExitCode.SOURCE_FAILED
-        finally:
-            stop.set()
-            ops.stopping()
-            if guard.is_alive():
-                guard.join(10)
-    return ExitCode.OK
+        return operations.run_watcher(watcher, ops, env, beside=guard)
 
 
 def _guard(watcher: Watcher, sink: StreamSink, client, ctx: Context, where: str, interval: float,  # noqa: ANN001

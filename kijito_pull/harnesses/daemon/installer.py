@@ -450,33 +450,17 @@ def _install_relay(request: InstallRequest) -> Outcome:
     if system == SYSTEMD:
         path = relay_unit_path(environ)
         text = supervision.render_systemd_relay(None, url, personas, password).encode("utf-8")
-        tool = common.which("systemctl", environ)
-        ctl = [tool or "systemctl", "--user"]
         name = supervision.RELAY_UNIT
     else:
         path = relay_plist_path(environ)
         text = supervision.render_launchd_relay(None, url, personas, str(common.home(environ)),
                                                 password).encode("utf-8")
-        tool = common.which("launchctl", environ)
-        domain = f"gui/{os.getuid()}"
-        name = f"{domain}/{supervision.RELAY_LABEL}"
+        name = supervision.RELAY_LABEL
     outcome = Outcome(NAME, USER, "install", path=path)
     before = common.read_bytes(path)
     changed = before != text
-    if system == SYSTEMD:
-        running = tool is not None and not changed and _query(ctl + ["is-enabled", name], environ, here) == "enabled" \
-            and _query(ctl + ["is-active", name], environ, here) == "active"
-        if changed:
-            outcome.commands.append(ctl + ["daemon-reload"])
-        outcome.commands.append(ctl + ["enable", "--now", name])
-        if changed and before is not None:
-            outcome.commands.append(ctl + ["try-restart", name])  # a running relay keeps its old command
-    else:
-        loaded = tool is not None and common.run([tool, "print", name], environ, here, 15).code == 0
-        running = loaded and not changed
-        if loaded and changed:
-            outcome.commands.append([tool or "launchctl", "bootout", name])
-        outcome.commands.append([tool or "launchctl", "bootstrap", domain, str(path)])
+    tool, running = _service_commands(outcome, system, name, path, changed, before is not None, [name],
+                                      environ, here)
     outcome.diffs.append(common.diff(path, before, text))
     which = ", ".join(personas) if personas else "every persona of the account (--persona NAME to name them)"
     outcome.notes.append(f"relay to {_safe_url(url)} for {which}")
@@ -484,6 +468,33 @@ def _install_relay(request: InstallRequest) -> Outcome:
         if note:
             outcome.notes.append(note)
     return _finish(outcome, system, running, dry_run, changed, before, path, text, tool, environ, here)
+
+
+def _service_commands(outcome: Outcome, system: str, name: str, path: Path, changed: bool, existed: bool,
+                      restart: list[str], environ: Mapping[str, str], here: Path) -> tuple[str | None, bool]:
+    """(the service manager found on PATH, whether the service already runs as asked), the commands an
+    install runs appended to `outcome`: under systemd reload a changed unit, enable and start `name`, and
+    `restart` the units that ran the old file; under launchd boot a changed agent out and in again
+    (`name` is then the job's label)."""
+    if system == SYSTEMD:
+        tool = common.which("systemctl", environ)
+        ctl = [tool or "systemctl", "--user"]
+        running = tool is not None and not changed and _query(ctl + ["is-enabled", name], environ, here) == "enabled" \
+            and _query(ctl + ["is-active", name], environ, here) == "active"
+        if changed:
+            outcome.commands.append(ctl + ["daemon-reload"])
+        outcome.commands.append(ctl + ["enable", "--now", name])
+        if changed and existed:
+            outcome.commands.append(ctl + ["try-restart", *restart])  # a running one keeps its old command
+        return tool, running
+    tool = common.which("launchctl", environ)
+    domain = f"gui/{os.getuid()}"
+    job = f"{domain}/{name}"
+    loaded = tool is not None and common.run([tool, "print", job], environ, here, 15).code == 0
+    if loaded and changed:
+        outcome.commands.append([tool or "launchctl", "bootout", job])
+    outcome.commands.append([tool or "launchctl", "bootstrap", domain, str(path)])
+    return tool, loaded and not changed
 
 
 def _finish(outcome: Outcome, system: str, running: bool, dry_run: bool, changed: bool, before: bytes | None,
@@ -529,39 +540,23 @@ def install(request: InstallRequest) -> Outcome:
     if system == SYSTEMD:
         path = unit_path(environ)
         text = supervision.render_systemd(consumer=consumer).encode("utf-8")
-        tool = common.which("systemctl", environ)
-        ctl = [tool or "systemctl", "--user"]
         name = instance(persona)
     else:
         path = agents_dir(environ) / supervision.launchd_filename(persona)
         text = supervision.render_launchd(None, persona, str(common.home(environ)), consumer=consumer).encode("utf-8")
-        tool = common.which("launchctl", environ)
-        domain = f"gui/{os.getuid()}"
-        name = f"{domain}/{supervision.launchd_label(persona)}"
+        name = supervision.launchd_label(persona)
     outcome = Outcome(NAME, USER, "install", path=path)
     before = common.read_bytes(path)
     changed = before != text
-    if system == SYSTEMD:
-        running = tool is not None and not changed and _query(ctl + ["is-enabled", name], environ, here) == "enabled" \
-            and _query(ctl + ["is-active", name], environ, here) == "active"
-        if changed:
-            outcome.commands.append(ctl + ["daemon-reload"])
-        outcome.commands.append(ctl + ["enable", "--now", name])
-        if changed and before is not None:
-            # `enable --now` leaves a running instance on the old command (say, the agents' consumer):
-            # restart the ones that run, every persona's, since they all share this one template.
-            running_ones = [instance(p) for p in [persona, *enabled_personas(environ)]]
-            outcome.commands.append(ctl + ["try-restart", *dict.fromkeys(running_ones)])
-            others = [p for p in enabled_personas(environ) if p != persona]
-            if others:
-                outcome.notes.append(f"the unit is one template for every persona: {', '.join(others)} also "
-                                     f"run{'s' if len(others) == 1 else ''} with consumer {consumer} from now on")
-    else:
-        loaded = tool is not None and common.run([tool, "print", name], environ, here, 15).code == 0
-        running = loaded and not changed
-        if loaded and changed:
-            outcome.commands.append([tool or "launchctl", "bootout", name])
-        outcome.commands.append([tool or "launchctl", "bootstrap", domain, str(path)])
+    # `enable --now` leaves a running instance on the old command (say, the agents' consumer): restart
+    # the ones that run, every persona's, since they all share this one template.
+    others = [p for p in enabled_personas(environ) if p != persona] if system == SYSTEMD else []
+    restart = list(dict.fromkeys(instance(p) for p in [persona, *others]))
+    tool, running = _service_commands(outcome, system, name, path, changed, before is not None, restart,
+                                      environ, here)
+    if changed and before is not None and others:
+        outcome.notes.append(f"the unit is one template for every persona: {', '.join(others)} also "
+                             f"run{'s' if len(others) == 1 else ''} with consumer {consumer} from now on")
     outcome.diffs.append(common.diff(path, before, text))
     outcome.notes[:0] = _consumer_notes(consumer, environ)
     note = _token_note(system, environ)

@@ -20,19 +20,9 @@ from pathlib import Path
 import pytest
 
 from kijito_pull.harnesses.daemon import supervision
-from tests.harnesses.test_install import FAKE_CTL, Machine
+from tests.harnesses.test_install import Machine
 
 URL = "redis://10.0.0.5:6379/0"
-
-
-@pytest.fixture
-def m(tmp_path) -> Machine:
-    machine = Machine(tmp_path)
-    machine.environ["KIJITO_PULL_CONFIG"] = str(machine.home / ".config" / "kijito-pull" / "config.toml")
-    machine.environ["KIJITO_PULL_STATE_DIR"] = str(machine.home / ".local" / "state" / "kijito-pull")
-    for name in ("systemctl", "loginctl", "launchctl"):
-        machine.fake(name, FAKE_CTL)
-    return machine
 
 
 def unit_file(m: Machine) -> Path:
