@@ -17,9 +17,11 @@ How each is driven (the e2e tests' recipes; the older per-harness benches are re
 
     Claude Code 2.1.332  bench_hooks.py: stream-json session, idle; busy = a `claude -p` per sample kept
                          busy by 2 s Bash tool calls, the message sent 1 s into the second call
+    Claude Code 2.1.197  the same idle session (no session inbox socket: the waker rings the doorbell and the
+                         prompt hook pulls); no busy figure, its Stop hook hands mail over at the turn's end
     Codex                bench_codex_wake.py's TUI (shared daemon); busy = a typed prompt whose model call
                          is held --hold s (1.0) with the message sent as it arrives, answered with text
-    pi 1.x               bench_pi_wake.py (RPC mode); busy = 2 s bash tool calls, the message sent (with
+    pi 1.x and 0.73.x    bench_pi_wake.py (RPC mode); busy = 2 s bash tool calls, the message sent (with
                          `kijito-pull send`, about 0.15 s of CLI start-up) 1 s into one
     OpenCode             `opencode serve`, turns through `prompt_async`; busy as Codex
     Copilot CLI          the TUI with --experimental (its extension); busy as Codex, answered with a tool
@@ -43,6 +45,7 @@ import platform
 import shlex
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -61,7 +64,7 @@ from tests.e2e import harness as h  # noqa: E402
 from tests.e2e import opencode_helpers as oc  # noqa: E402
 from tests.e2e.fakemodel import FakeModel, ToolUse  # noqa: E402
 
-HARNESSES = ("claude", "codex", "pi", "opencode", "copilot", "gemini")
+HARNESSES = ("claude", "claude197", "codex", "pi", "pi073", "opencode", "copilot", "gemini")
 
 
 def bench_claude(args: argparse.Namespace) -> dict:
@@ -71,11 +74,21 @@ def bench_claude(args: argparse.Namespace) -> dict:
             "idle": wake["accepted"], "busy": busy["latencies"]}
 
 
-def bench_pi(args: argparse.Namespace) -> dict:
-    idle = bench_pi_wake.measure("pi1", args.idle, 0.5)
-    busy = bench_pi_wake.measure_busy("pi1", args.busy, 2.0, offset=1.0)
-    return {"harness": "pi", "version": idle["version"], "route": "extension: `sendUserMessage` / steer",
-            "idle": idle["accepted"], "busy": busy["accepted"]}
+def bench_claude_doorbell(args: argparse.Namespace) -> dict:
+    wake = bench_hooks.bench_wake(args.idle, "claude")
+    return {"harness": "Claude Code", "version": wake["version"],
+            "route": "waker -> doorbell, prompt hook (busy: Stop hook at turn end)", "idle": wake["accepted"],
+            "busy": []}
+
+
+def bench_pi(line: str) -> Callable[[argparse.Namespace], dict]:
+    def run(args: argparse.Namespace) -> dict:
+        idle = bench_pi_wake.measure(line, args.idle, 0.5)
+        busy = bench_pi_wake.measure_busy(line, args.busy, 2.0, offset=1.0)
+        return {"harness": "pi", "version": idle["version"], "route": "extension: `sendUserMessage` / steer",
+                "idle": idle["accepted"], "busy": busy["accepted"]}
+
+    return run
 
 
 def bench_codex(args: argparse.Namespace) -> dict:
@@ -177,8 +190,8 @@ def bench_gemini(_args: argparse.Namespace) -> dict:
             "route": "no push route (turn hooks only)", "idle": [], "busy": []}
 
 
-BENCHES = {"claude": bench_claude, "codex": bench_codex, "pi": bench_pi, "opencode": bench_opencode,
-           "copilot": bench_copilot, "gemini": bench_gemini}
+BENCHES = {"claude": bench_claude, "claude197": bench_claude_doorbell, "codex": bench_codex, "pi": bench_pi("pi1"),
+           "pi073": bench_pi("pi073"), "opencode": bench_opencode, "copilot": bench_copilot, "gemini": bench_gemini}
 
 
 def figures(values: list[float]) -> str:
@@ -198,14 +211,23 @@ def main() -> int:
     chosen = [name.strip() for name in args.only.split(",") if name.strip()]
     began = datetime.datetime.now(datetime.timezone.utc)
     load = os.getloadavg()[0]
+    peak = [load]
+    stop = threading.Event()
+
+    def watch_load() -> None:
+        while not stop.wait(5):
+            peak.append(os.getloadavg()[0])
+
+    threading.Thread(target=watch_load, daemon=True).start()
     rows = []
     for name in chosen:
         started = time.monotonic()
         rows.append(BENCHES[name](args))
         print(f"{name}: done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    stop.set()
     ended = datetime.datetime.now(datetime.timezone.utc)
     print(f"Measured {began:%Y-%m-%d %H:%M}-{ended:%H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, load "
-          f"{load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end, netns "
+          f"{load:.1f} at the start, {max(peak):.1f} at most, {os.getloadavg()[0]:.1f} at the end, netns "
           f"{'on' if h.netns().active else 'off'}; command: "
           f"{shlex.join(['.venv/bin/python', 'bench/bench_harness_wake.py', *sys.argv[1:]])}\n")
     print("| harness | version | route | idle p50 / p90 / max (ms) | busy p50 / p90 / max (ms) | n idle / busy |")
