@@ -5,14 +5,14 @@ in-process sandbox; the relay and both watchers are real subprocesses (bench/ben
 
 (1) Relay throughput: a relay past its first contact, then N messages sent as fast as the sandbox takes
     them; messages/s = N / (first send -> the stream holds all N).
-(2) Wake latency, send -> `new` line read: `relay --interval I` + `watch --source redis://` against `watch`
-    long-polling the sandbox directly, one message at a time with seeded random gaps, both running at
-    once (each message goes to both; the order of the two watchers does not matter: each reads its own).
+(2) Wake latency, send -> `new` line read: `relay` (woken by the notify/pending long-poll) + `watch
+    --source redis://` (woken by XREAD BLOCK) against `watch` long-polling the sandbox directly, one
+    message at a time with seeded random gaps, both running at once (each message goes to both; the
+    order of the two watchers does not matter: each reads its own).
 
     .venv/bin/python bench/bench_fleet.py --messages 500 --wakes 20
 
-Not measured here yet (issue 22): 1,000 personas on one relay (requests per idle minute, memory) and the
-hook wall time with a Redis source.
+bench/bench_fleet_scale.py measures 1,000 personas on one relay and the hooks' wall time with a Redis source.
 """
 
 from __future__ import annotations

@@ -380,7 +380,7 @@ class Trial:
         for t in actors:
             t.start()
         # Both relays past their first contact (a cursor file each) before the first message and the first kill.
-        first = time.monotonic() + 60
+        first = time.monotonic() + (0 if self.args.no_warmup else 60)
         while time.monotonic() < first and not all(list((self.machines[m].state / "cursors").glob("*.relay.*.json"))
                                                    for m in RELAYS):
             time.sleep(0.1)
@@ -513,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--once-kill-share", type=float, default=0.5)
     parser.add_argument("--settle", type=float, default=40.0, help="seconds after the last burst for the groups")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="send and kill from the start, not once both relays are past their first contact")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--workdir")
     args = parser.parse_args(argv)

@@ -296,6 +296,9 @@ def test_no_entry_point_shows_the_token_anywhere(tmp_path):
                   expect=None)
         r.run("install daemon --dry-run", system.cli_argv("install", "daemon", "--dry-run", "--persona", PERSONA),
               hold=None, expect=None)
+        r.run("install daemon --relay --dry-run", system.cli_argv("install", "daemon", "--relay", "--redis",
+                                                                  "redis://127.0.0.1:6379/0", "--dry-run"),
+              hold=None, expect=None)
 
         # -- the failing runs: a wrong token, rejected with 401, echoed by none of them ------------------
         bad = {"KIJITOMON_TOKEN": wrong.value}

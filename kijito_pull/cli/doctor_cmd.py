@@ -20,6 +20,10 @@ cache dir, writable, private), cursors and their locks, waker leases, the stop m
 are installed and wired (and whether the command their hooks run exists), whether Codex trusts
 kijito-pull's hooks (asked of `codex app-server`, which keeps its own state under ~/.codex), and the
 current session's waker. Read-only: it creates and changes no file of its own. The token is never shown.
+
+With a Redis source (--source, $KIJITO_PULL_SOURCE, config source; docs/fleets.md) it sends Kijito
+nothing and checks Redis instead: PING and the password, the persona's stream and the consumer's group,
+persistence (AOF and appendfsync), and the group's lag, pending and parked mail.
 """
 
 EPILOG = """\
@@ -32,6 +36,7 @@ examples:
   kijito-pull doctor
   kijito-pull doctor --persona river --cwd ~/src/project
   kijito-pull doctor --json
+  kijito-pull doctor --persona river --source redis://10.0.0.5:6379/0 --consumer ci
 """
 
 SYMBOLS = {doctor.OK: "✓", doctor.WARN: "!", doctor.FAIL: "✗"}
@@ -48,7 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "else the config file's)")
     parser.add_argument("--cwd", metavar="DIR", help="the project folder to check (default: the current folder)")
     parser.add_argument("--json", action="store_true", help="one JSON object per check, one per line")
+    parser.add_argument("--consumer", metavar="NAME", default=None,
+                        help="with a Redis source: the consumer group to check (default: $KIJITO_PULL_CONSUMER, "
+                             "else the config file's consumer, else agent)")
     options.add_connection(parser)
+    options.add_source(parser)
     parser.set_defaults(run=run)
 
 
@@ -58,6 +67,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     cwd = os.path.abspath(os.path.join(env.cwd, os.path.expanduser(args.cwd))) if args.cwd else env.cwd
     ctx = doctor.Context(environ=env.environ, cwd=cwd, persona_flag=args.persona, api_base_flag=args.api_base,
                          token_file_flag=args.token_file, auth_header_flag=args.auth_header,
+                         source_flag=args.source, consumer_flag=args.consumer,
+                         redis_password_file_flag=args.redis_password_file,
                          timeout=args.timeout or DEFAULT_TIMEOUT)
     findings = doctor.run_checks(ctx)
     if args.json:
@@ -73,6 +84,10 @@ def unchecked(ctx: doctor.Context) -> str | None:
     """Why the doctor cannot say mail reaches the agent although nothing failed, or None when it can."""
     if ctx.persona is None:
         return "no persona was given, so no inbox was peeked at"
+    from kijito_pull.doctor.source_checks import configured
+
+    if configured(ctx):
+        return None if ctx.source_reachable else "the Redis source was not reached"
     if ctx.reachable is not True:
         return "the server was not reached"
     return None
@@ -99,7 +114,7 @@ def screen(findings: list[doctor.Finding], env: Environment, quiet: bool = False
     from claiming mail can reach the agent when that was not checked."""
     symbols, colour = _fancy(env)
     lines = []
-    width = max(len(c) for c in doctor.check_ids())
+    width = max(len(c) for c in (*doctor.check_ids(), *doctor.SOURCE_CHECK_IDS))
     indent = " " * (2 + (1 if symbols else 4) + 1 + width + 2)
     for f in findings:
         if quiet and f.verdict == doctor.OK:

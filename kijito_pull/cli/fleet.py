@@ -1,6 +1,7 @@
 """`watch`, `status` and `parked` for a Redis source (`--source redis://...`, docs/fleets.md): what Redis itself
 says of each persona's stream (its groups' lag, pending entries and their holders; the dead-letter
-stream), read through sources.redis_streams. Nothing changes; Kijito is sent nothing."""
+stream), read through sources.redis_streams. Nothing changes, but for `parked --retry ID`, which gives one
+parked message back to its group (RedisSource.retry_parked); Kijito is sent nothing."""
 
 from __future__ import annotations
 
@@ -56,11 +57,9 @@ def status(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
 
 
 def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
-    """The group's parked mail (the dead-letter stream). `--retry` is not offered for a Redis source yet."""
+    """The group's parked mail (the dead-letter stream); `--retry ID` gives it back to that one group."""
     if args.retry is not None:
-        env.error("--retry is not available with a Redis source yet: the message is kept in the dead-letter "
-                  "stream (XRANGE kijito:{PERSONA}:dead) for a person to handle")
-        return ExitCode.USAGE
+        return _retry(args, env, settings)
     rows = _each_persona(settings, env, lambda source: [
         {"consumer": f["group"], "id": int(f["kid"]), "since": f.get("since"), "attempts": int(f.get("attempts", 0)),
          "reason": f.get("reason", ""), "retry": False} for f in source.parked(every_group=not args.consumer)])
@@ -74,6 +73,33 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
                          f"after {row['attempts']} attempts ({row['reason']}) in {row['source']}\n")
     if not rows and not args.json:
         env.stdout.write("no parked mail\n")
+    return ExitCode.OK
+
+
+def _retry(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
+    """`parked --retry ID --persona P [--consumer G]`: message ID back in group G's pending list, handed over
+    once by the next pull of any member of G (RedisSource.retry_parked); no other group gets it again."""
+    if not args.persona or len(args.persona) != 1:
+        env.error("--retry needs exactly one --persona (whose stream the message is parked from)")
+        return ExitCode.USAGE
+    persona, group = settings.personas[0], settings.consumer
+    with Context(settings) as ctx:
+        source = ctx.redis_source(persona)
+        try:
+            outcome = source.retry_parked(args.retry)
+        except ApiError as exc:
+            env.error(f"{persona}: {exc}; nothing changed")
+            return ExitCode.SOURCE_FAILED
+    if outcome == "not parked":
+        env.error(f"message {args.retry} is not parked for {persona} (group {group}) in {source.where}; "
+                  f"`kijito-pull parked --source ...` lists what is")
+        return ExitCode.SOURCE_FAILED
+    if outcome == "trimmed":
+        env.error(f"message {args.retry} is no longer in {redis_streams.stream_key(persona)} (trimmed), so it "
+                  f"cannot be handed over again from Redis; it stays parked")
+        return ExitCode.SOURCE_FAILED
+    env.stdout.write(f"message {args.retry} will be handed over again on the next pull of group {group} "
+                     f"({persona} in {source.where})\n")
     return ExitCode.OK
 
 

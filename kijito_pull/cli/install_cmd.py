@@ -36,6 +36,8 @@ kijito-pull's own entries are added; `kijito-pull uninstall ...` undoes it.
                                          hooks in ~/.gemini/settings.json, this folder trusted
   kijito-pull install daemon --persona river
                                          `kijito-pull watch` as a systemd user unit (launchd on macOS)
+  kijito-pull install daemon --relay --redis redis://10.0.0.5:6379/0
+                                         `kijito-pull relay` for a fleet, the same way (docs/fleets.md)
   kijito-pull install claude --dry-run   print the commands and the diff, change nothing
 """,
     "uninstall": """\
@@ -48,6 +50,7 @@ only those entries are removed, and the file as it was is kept in a timestamped 
   kijito-pull uninstall codex --project --dry-run
   kijito-pull uninstall gemini --user
   kijito-pull uninstall daemon --persona river
+  kijito-pull uninstall daemon --relay
 """,
 }
 

@@ -5,11 +5,15 @@ loop runs (docs/fleets.md, "Operating a fleet")."""
 from __future__ import annotations
 
 import argparse
+import threading
+from typing import Any
 
 from kijito_pull.cli import options
 from kijito_pull.core import metrics
 from kijito_pull.core.config import ConfigError
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.models import ApiError
 
 
 def add(parser: argparse.ArgumentParser, stale_default: str) -> None:
@@ -51,3 +55,24 @@ def start(args: argparse.Namespace, env: Environment, command: str, what: str,
     env.stderr.write(f"kijito-pull: {command}: metrics at http://{host}:{port}/metrics, health at /healthz\n")
     env.stderr.flush()
     return ops
+
+
+def run_watcher(watcher: Any, ops: metrics.Metrics, env: Environment,
+                beside: threading.Thread | None = None) -> ExitCode:
+    """The loop of `watch` and `relay`: READY told, `beside` started (the relay's guard), the watch loop
+    (watch/loop.py's Watcher) run until its stop, then STOPPING told and `beside` joined. A persona
+    directory that cannot be listed at the start is exit 1 with one line."""
+    try:
+        ops.ready()
+        if beside is not None:
+            beside.start()
+        watcher.run()
+    except ApiError as exc:
+        env.error(f"cannot list the account's personas ({exc}); name them with --persona")
+        return ExitCode.SOURCE_FAILED
+    finally:
+        watcher.stop.set()
+        ops.stopping()
+        if beside is not None and beside.is_alive():
+            beside.join(10)
+    return ExitCode.OK

@@ -4,7 +4,9 @@ A message a consumer refused `--max-attempts` times (an `--exec` command that ke
 file that cannot be written, an agent session that never confirms it) is parked: an alert said so, the
 cursor moved on so later mail flows, and it is kept here until someone retries it (docs/delivery.md).
 Listing reads local files only; `--retry` marks the message so the cursor's next pull hands it over
-first (it is fetched from the server by id).
+first (it is fetched from the server by id). With a Redis source (`--source`), the group's dead-letter
+stream is listed, and `--retry` puts the message back in that group's pending entries only, so the next
+pull of any of its members hands it over (docs/fleets.md).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ examples:
   kijito-pull parked --persona river --json            one JSON object per parked message
   kijito-pull parked --retry 4242 --persona river      hand 4242 over again on river's next pull
   kijito-pull parked --retry 4242 --persona river --consumer daemon
+  kijito-pull parked --retry 4242 --persona river --consumer ci --source redis://10.0.0.5:6379/0
 """
 
 

@@ -1,14 +1,18 @@
 """`kijito-pull relay --redis URL`: read Kijito with the engine and append each persona's mail to its stream.
 
-One pass per persona per interval: the embedded engine (its own cursor, consumer `relay` by default)
-hands each unseen message to a sink that appends it to `kijito:{persona}:mail` with
-`sources.redis_streams.APPEND_LUA`, keyed by the Kijito id, so several relays against one Redis and
-account append each message once, a late-visible id is still taken, and the engine's cursor moves past
-a message only once Redis has it (a killed relay loses nothing). Each pass first checks that Redis still
-holds the newest ids this relay saw appended (KNOWN per persona); what it lost (a restart that lost its
-tail) is read again from Kijito by id and appended again. Runs until SIGTERM or SIGINT, then
-exits 0. Redis unreachable at start: exit 1 with one line; a failure later is one line and the next
-pass retries (nothing was acknowledged past what Redis holds). docs/fleets.md.
+When to read is the watch loop's business (watch/loop.py's `Watcher`, as `watch` runs it): one
+account-wide `notify/pending` long-poll wakes it, and a persona is pulled only when its unread count
+rose, on a resync, or when it appears in the directory, so an idle relay costs Kijito about one request
+a minute however many personas it serves. Each pull hands the unseen messages, through the embedded
+engine (its own cursor, consumer `relay` by default), to a sink that appends each one to
+`kijito:{persona}:mail` with `sources.redis_streams.APPEND_LUA`, keyed by the Kijito id, so several
+relays against one Redis and account append each message once, a late-visible id is still taken, and
+the engine's cursor moves past a message only once Redis has it (a killed relay loses nothing). Every
+`--interval` a guard thread checks, in Redis alone, that Redis still holds the newest ids this relay
+saw appended (KNOWN per persona); what it lost (a restart that lost its tail) is read again from Kijito
+by id and appended again. Runs until SIGTERM or SIGINT, then exits 0. Redis unreachable at start: exit 1
+with one line; a failure later is one line and is retried (nothing was acknowledged past what Redis
+holds). docs/fleets.md.
 """
 
 from __future__ import annotations
@@ -22,13 +26,12 @@ from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, refuse_password_in_argv
 from kijito_pull.core import metrics
 from kijito_pull.core.api import KijitoClient
-from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import StateError
 from kijito_pull.sources import redis_streams
+from kijito_pull.watch.loop import Watcher, WatchOptions
 
 DEFAULT_INTERVAL = 2.0
 RELAY_CONSUMER = "relay"
@@ -46,7 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                        "in it: see --redis-password-file)")
     options.add_redis_password(parser)
     parser.add_argument("--interval", type=_seconds, default=DEFAULT_INTERVAL, metavar="SECONDS",
-                        help=f"seconds between passes (default {DEFAULT_INTERVAL:g})")
+                        help=f"seconds between checks that Redis still holds what was appended, and "
+                             f"between refreshes of the group metrics (default {DEFAULT_INTERVAL:g}); "
+                             f"new mail is taken as soon as Kijito announces it")
+    parser.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",
+                        help="seconds each notify/pending long-poll asks Kijito to hold (default 50; 0: "
+                             "short polls every --poll-seconds)")
+    parser.add_argument("--poll-seconds", type=_seconds, default=60.0, metavar="SECONDS",
+                        help="seconds between polls when the server does not long-poll (default 60)")
     options.add_personas(parser)
     parser.add_argument("--consumer", metavar="NAME", default=RELAY_CONSUMER,
                         help=f"the relay's own Kijito cursor (default {RELAY_CONSUMER!r})")
@@ -73,16 +83,19 @@ class StreamSink(Sink):
         self.appender = appender
         self.ops = ops
         self.appended = 0
-        self.redis_failed = False  # the last pass's ApiError came from Redis (not from Kijito)
+        self.redis_error: ApiError | None = None  # the last ApiError that came from Redis (not from Kijito)
         self.known: dict[str, collections.OrderedDict[int, None]] = {}
 
     def via_redis(self, call, *args):  # noqa: ANN001, ANN202
         """call(*args), noting that an ApiError it raised came from Redis."""
         try:
             return call(*args)
-        except ApiError:
-            self.redis_failed = True
+        except ApiError as exc:
+            self.redis_error = exc
             raise
+
+    def blames(self, exc: ApiError) -> str:
+        return "redis" if exc is self.redis_error else "kijito"
 
     def deliver(self, event: dict, message: Message) -> bool:
         if self.via_redis(self.appender.append, event["persona"], message):  # ApiError stops the pass
@@ -95,11 +108,12 @@ class StreamSink(Sink):
             known.popitem(last=False)
         return True
 
-    def recover(self, persona: str, client: KijitoClient, env: Environment) -> None:
+    def lost(self, persona: str) -> list[int]:
+        """What Redis held of this persona's mail and no longer holds (a Redis request, none to Kijito)."""
+        return self.via_redis(self.appender.missing, persona, list(self.known.get(persona, ())))
+
+    def recover(self, persona: str, lost: list[int], client: KijitoClient, env: Environment) -> None:
         """Re-read from Kijito, by id, what Redis held and lost; append it again (once, in id order)."""
-        lost = self.via_redis(self.appender.missing, persona, self.known.get(persona, ()))
-        if not lost:
-            return
         env.error(f"{persona}: Redis lost {len(lost)} appended message(s) (a restart that lost its tail?); "
                   f"re-reading them from Kijito")
         for kid in lost:
@@ -135,7 +149,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
 
 
 def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: threading.Event) -> ExitCode:  # noqa: ANN001
-    """Check Redis, then one pass per persona per interval until `stop`."""
+    """Check Redis, then run the watch loop with the stream sink (and the guard beside it) until `stop`."""
     where = redis_streams.safe_url(args.redis)
     settings.connection()  # checked before any request
     try:
@@ -146,33 +160,45 @@ def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: t
             return ExitCode.OK
         env.error(f"{exc}; nothing was relayed")
         return ExitCode.SOURCE_FAILED
-    ops = operations.start(args, env, "relay", f"relay to {where}", max(60.0, 5 * args.interval))
+    ops = operations.start(args, env, "relay", f"relay to {where}", max(180.0, 5 * args.interval))
     sink = StreamSink(redis_streams.Appender(client, where), ops)
-    try:
-        with Context(settings) as ctx:
-            personas = _personas(args, settings, ctx, env)
-            if personas is None:
-                return ExitCode.SOURCE_FAILED
-            ops.ready()
-            while not stop.is_set():
-                for persona in personas:
-                    if stop.is_set():
-                        break
-                    sink.redis_failed = False
-                    try:
-                        sink.recover(persona, ctx.client, env)
-                        pull_through(ctx.engine(persona), ctx.factory, sink)
-                        if ops.serving:
-                            ops.groups(persona, sink.via_redis(_groups, client, ctx, persona, where))
-                        ops.succeeded()
-                    except (ApiError, StateError) as exc:
-                        ops.failed("state" if isinstance(exc, StateError) else
-                                   "redis" if sink.redis_failed else "kijito", exc)
-                        env.error(f"{persona}: {exc}; retried next pass (nothing passed that Redis lacks)")
-                stop.wait(args.interval)
-    finally:
-        ops.stopping()
-    return ExitCode.OK
+    with Context(settings) as ctx:
+        watcher = Watcher(
+            client=ctx.client, notify_client=ctx.new_client(), factory=ctx.factory, sink=sink, stop=stop,
+            make_engine=lambda persona: ctx.engine(persona), personas=settings.personas if args.persona else (),
+            options=WatchOptions(consumer=settings.consumer, wait=args.wait, poll_seconds=args.poll_seconds,
+                                 all_personas=not args.persona, stranded_alerts=False, urgent_alerts=False),
+            errors=env.stderr, ops=ops)
+        guard = threading.Thread(target=_guard, args=(watcher, sink, client, ctx, where, args.interval, env),
+                                 name="relay-guard", daemon=True)
+        return operations.run_watcher(watcher, ops, env, beside=guard)
+
+
+def _guard(watcher: Watcher, sink: StreamSink, client, ctx: Context, where: str, interval: float,  # noqa: ANN001
+           env: Environment) -> None:
+    """Every `interval`: for each persona, does Redis still hold what was appended (refilled from Kijito
+    where not, under the watch loop's lock, so the loop and the refill never append at once), and its
+    groups' lag for the metrics. A success here says Redis answers; the relay is healthy only while
+    Kijito's long-poll answers too."""
+    while not watcher.stop.wait(interval):
+        with watcher.busy:
+            personas = [t.name for t in watcher.targets.values()]
+        for persona in personas:
+            if watcher.stop.is_set():
+                return
+            try:
+                with watcher.busy:  # one Redis round trip; the loop appends only under this lock too
+                    lost = sink.lost(persona)
+                    if lost:
+                        sink.recover(persona, lost, ctx.client, env)
+                if watcher.ops.serving:
+                    watcher.ops.groups(persona, sink.via_redis(_groups, client, ctx, persona, where))
+            except ApiError as exc:
+                watcher.ops.failed(sink.blames(exc), exc)
+                env.error(f"{persona}: {exc}; checked again in {interval:g} s (nothing passed that Redis lacks)")
+                continue
+            if not watcher.notify_health.failures:
+                watcher.ops.succeeded()
 
 
 def _groups(client, ctx: Context, persona: str, where: str) -> list[dict]:  # noqa: ANN001
@@ -181,12 +207,3 @@ def _groups(client, ctx: Context, persona: str, where: str) -> list[dict]:  # no
                                      where=where).lag()
 
 
-def _personas(args: argparse.Namespace, settings, ctx: Context, env: Environment) -> list[str] | None:  # noqa: ANN001
-    """--persona (repeatable), else every persona of the account."""
-    if args.persona:
-        return settings.personas
-    try:
-        return [p.persona for p in ctx.client.personas()]
-    except ApiError as exc:
-        env.error(f"cannot list the account's personas: {exc}")
-        return None

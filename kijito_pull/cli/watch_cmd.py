@@ -235,14 +235,9 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                 except (ApiError, StateError) as exc:
                     env.error(f"{target.name}: cannot seed the cursor: {exc}")
                     return ExitCode.SOURCE_FAILED
-        try:
-            ops.ready()
-            watcher.run()
-        except ApiError as exc:
-            env.error(f"cannot list the account's personas ({exc}); name them with --persona")
-            return ExitCode.SOURCE_FAILED
-        finally:
-            ops.stopping()
+        code = operations.run_watcher(watcher, ops, env)
+        if code != ExitCode.OK:
+            return code
     ctx.close()
     if signals.received == signal.SIGINT:  # Ctrl-C: 130, as for every command; SIGTERM is a clean stop, 0
         env.error("interrupted")

@@ -45,6 +45,10 @@ class Context:
     api_base_flag: str | None = None
     token_file_flag: str | None = None
     auth_header_flag: str | None = None
+    #: a Redis source's flags (`doctor --source URL --consumer G --redis-password-file FILE`)
+    source_flag: str | None = None
+    consumer_flag: str | None = None
+    redis_password_file_flag: str | None = None
     timeout: float = 5.0
     #: Builds the API client; tests may replace it. Called with (api_base, token, auth_header, timeout).
     client_factory: Callable[..., Any] | None = None
@@ -67,6 +71,10 @@ class Context:
     reachable: bool | None = None
     #: the reachability check found the token refused (401/403): a token problem, not the network's
     token_refused: bool = False
+    #: a Redis source's shown URL (kijito_pull.doctor.source_checks), None without one; and whether it
+    #: answered PING
+    source: str | None = None
+    source_reachable: bool = False
 
 
 def home(environ: Mapping[str, str]) -> Path:

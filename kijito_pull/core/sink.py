@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kijito_pull.core import render
-from kijito_pull.core.models import Message
+from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import Holder
 
 PULL_NOW = "pull_now"
@@ -51,6 +51,11 @@ class Sink:
     def deliver(self, event: dict, message: Message) -> bool:
         """Hand one message over; True only once the consumer took it (False holds the cursor below it)."""
         raise NotImplementedError
+
+    def blames(self, exc: ApiError) -> str:
+        """Which dependency an ApiError raised through this sink's pull came from, for the metrics' error
+        label: the mail source ("kijito"), unless the sink writes to a service of its own (the relay's Redis)."""
+        return "kijito"
 
 
 class BatchSink(Sink):

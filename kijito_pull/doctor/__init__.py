@@ -6,11 +6,15 @@ troubleshooting.md has a section per id). The checks live beside this module, on
 
     config_checks    config, command, token, api_base, optin (and the persona the rest look at)
     server_checks    reachability, persona (the only two requests)
+    source_checks    source, source.redis, source.stream, source.persistence, source.group: only with a
+                     Redis source (--source, $KIJITO_PULL_SOURCE, config source), which then replace the
+                     two Kijito requests (consumers of a Redis source send Kijito nothing)
     local_checks     state_dir, cursors, leases, stop_marker
     harness_checks   harness.<name> for every registered harness, then each harness's own checks
 
 The doctor is read-only: it creates no state directory and writes no file, and sends at most two
-requests (one inbox peek with `mark_read=false`, one persona directory read). It never shows the token.
+requests (one inbox peek with `mark_read=false`, one persona directory read), none with a Redis source.
+It never shows the token.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from kijito_pull.doctor.config_checks import (
 from kijito_pull.doctor.harness_checks import check_harnesses, harness_checks
 from kijito_pull.doctor.local_checks import check_cursors, check_leases, check_state_dir, check_stop_marker
 from kijito_pull.doctor.server_checks import check_persona, check_reachability, refused_token
+from kijito_pull.doctor.source_checks import SOURCE_CHECK_IDS, check_source, configured
 from kijito_pull.harnesses import registry
 
 #: The checks that are not a harness's, in the order they run (docs/troubleshooting.md has a section for each).
@@ -71,11 +76,22 @@ def run_checks(ctx: Context) -> list[Finding]:
     add(check_api_base(ctx))
     add(check_optin(ctx))
     resolve_persona(ctx)
-    add(check_reachability(ctx))
-    if ctx.token_refused:  # the server answered and refused the token: the token finding says so
+    if configured(ctx):  # a Redis source: what consumers use is Redis, and Kijito is sent nothing
         at = next(n for n, f in enumerate(findings) if f.check == "token")
-        findings[at] = refused_token(ctx, findings[at])
-    add(check_persona(ctx))
+        if ctx.token is None and findings[at].detail.startswith("no token"):
+            findings[at] = Finding("token", OK, "no token: not needed to read a Redis source (the relay holds it)")
+        add(Finding("reachability", OK, "not checked: the source is Redis, and its consumers send Kijito nothing "
+                                        "(the relay's connection to Kijito is checked where it runs)"))
+        add(Finding("persona", OK, f"{ctx.persona} (from {ctx.persona_source}); not looked up in Kijito's directory: "
+                                   f"the source is Redis" if ctx.persona else
+                    "no persona given (the source.* findings say what that leaves unchecked)"))
+        add(check_source(ctx))
+    else:
+        add(check_reachability(ctx))
+        if ctx.token_refused:  # the server answered and refused the token: the token finding says so
+            at = next(n for n, f in enumerate(findings) if f.check == "token")
+            findings[at] = refused_token(ctx, findings[at])
+        add(check_persona(ctx))
     add(check_state_dir(ctx))
     add(guarded("cursors", check_cursors, ctx))
     add(guarded("leases", check_leases, ctx))
@@ -85,5 +101,6 @@ def run_checks(ctx: Context) -> list[Finding]:
     return findings
 
 
-__all__ = ["CORE_CHECK_IDS", "FAIL", "OK", "VERDICTS", "WARN", "Context", "Finding", "check_harnesses", "check_ids",
+__all__ = ["CORE_CHECK_IDS", "SOURCE_CHECK_IDS",
+           "FAIL", "OK", "VERDICTS", "WARN", "Context", "Finding", "check_harnesses", "check_ids",
            "check_optin", "failed", "harnesses", "run_checks"]

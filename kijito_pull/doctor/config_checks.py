@@ -33,7 +33,9 @@ def resolved(ctx: Context) -> Settings:
     """The settings every command would resolve, from the same flags (kijito_pull.context)."""
     if ctx.resolved is None:
         ctx.resolved = Settings(ctx.environ, Flags(api_base=ctx.api_base_flag, token_file=ctx.token_file_flag,
-                                                   auth_header=ctx.auth_header_flag, timeout=ctx.timeout))
+                                                   auth_header=ctx.auth_header_flag, timeout=ctx.timeout,
+                                                   source=ctx.source_flag, consumer=ctx.consumer_flag,
+                                                   redis_password_file=ctx.redis_password_file_flag))
     return ctx.resolved
 
 

@@ -32,6 +32,11 @@ session, else a per-process name (`host:pid`). The contract, call by call:
     settle / held_by  the same, outside a pull, through the `ids` hash and XPENDING of the holder
     unseen            a peek: entries after the group's last-delivered id, and pending entries that are
                       claimable now; nothing changes
+    retry_parked      `kijito-pull parked --retry ID`: the parked entry is put back into this group's
+                      pending list only (XCLAIM ... FORCE of its own stream entry to `~free`, given back,
+                      its delivery count 0) and its dead-letter rows of this group deleted, in one Lua
+                      script (RETRY_LUA): the next pull of any member hands it over once, no other group
+                      sees it again, and a crash leaves it either parked or retried, never both or neither
 
 The delivery count counts hand-overs: XREADGROUP and a claim raise it, a give-back restores it. A
 holder's liveness is known only on its own host; elsewhere its deadline claims it back.
@@ -76,6 +81,21 @@ local sid = redis.call('XADD', KEYS[1], '*', 'kid', ARGV[1], 'from', ARGV[2], 'c
                        'content', ARGV[4], 'urgent', ARGV[5])
 redis.call('HSET', KEYS[2], ARGV[1], sid)
 return {1, sid}
+"""
+
+
+#: Give one parked entry back to its group: KEYS[1] stream, KEYS[2] dead stream, KEYS[3] the group's holders
+#: hash; ARGV group, stream id, idle ms, then the dead-letter entry ids to delete. Returns the number of
+#: dead rows deleted, or -1 when the stream no longer holds the entry (trimmed): then nothing changes.
+#: XCLAIM's FORCE creates the pending entry in this group's list although the entry was acknowledged;
+#: the other groups' positions and pending lists are not touched.
+RETRY_LUA = """
+if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then return -1 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], '~free', 0, ARGV[2], 'IDLE', ARGV[3], 'RETRYCOUNT', 0, 'FORCE', 'JUSTID')
+redis.call('HDEL', KEYS[3], ARGV[2])
+local n = 0
+for i = 4, #ARGV do n = n + redis.call('XDEL', KEYS[2], ARGV[i]) end
+return n
 """
 
 
@@ -545,6 +565,24 @@ class RedisSource:
         with failures(self.where):
             rows = self.client.xrange(dead_key(self.persona), "-", "+", count=_SCAN)
         return [fields for _sid, fields in rows if every_group or fields.get("group") == self.consumer]
+
+    def retry_parked(self, kid: int) -> str:
+        """Hand parked message `kid` over again, to this group only (RETRY_LUA): "retried", "not parked"
+        (this group has no dead-letter row for it) or "trimmed" (the stream no longer holds its entry; it
+        stays parked). ApiError on a Redis failure (then nothing changed)."""
+        with failures(self.where):
+            rows = [(did, f) for did, f in self.client.xrange(dead_key(self.persona), "-", "+", count=_SCAN)
+                    if f.get("group") == self.consumer and f.get("kid") == str(kid)]
+            if not rows:
+                return "not parked"
+            sid = next((f["sid"] for _did, f in rows if f.get("sid")), None) or \
+                self.client.hget(ids_key(self.persona), str(kid))
+            if not sid:
+                return "trimmed"
+            done = self.client.eval(RETRY_LUA, 3, self.stream, dead_key(self.persona),
+                                    holders_key(self.persona, self.consumer), self.consumer, sid,
+                                    GIVEN_BACK_IDLE_MS, *[did for did, _f in rows])
+        return "trimmed" if int(done) < 0 else "retried"
 
     def peek(self) -> list[tuple[str, Message]]:
         """What the next pull of a new member would take, without changing anything."""

@@ -175,7 +175,7 @@ class Watcher:
             target.retry_at = now + 1.0  # another puller of this cursor is delivering; look again shortly
             return
         except (ApiError, StateError) as exc:
-            self.ops.failed("state" if isinstance(exc, StateError) else "kijito", exc)
+            self.ops.failed("state" if isinstance(exc, StateError) else self.sink.blames(exc), exc)
             self._raise(target.name, target.health.failure(f"inbox of {target.name} failing: {exc}"))
             target.retry_at = now + min(RETRY_CAP, 2.0 ** (target.health.failures - 1))
             self.note(f"{target.name}: {exc}; retrying in {target.retry_at - now:.0f} s")

@@ -18,7 +18,10 @@ pytestmark = pytest.mark.skipif(
     reason="redis-server is not installed")
 
 
-@pytest.mark.parametrize("variant", [["--aof", "always"], ["--aof", "everysec", "--lose-tail", "1.0"]],
+# appendfsync always: mail and kills from the first moment, relays' first contacts included (a message
+# was once lost there); the lost tail: once both relays are past their first contact (a relay started
+# after the loss does not know what was appended before it, docs/fleets.md)
+@pytest.mark.parametrize("variant", [["--aof", "always", "--no-warmup"], ["--aof", "everysec", "--lose-tail", "1.0"]],
                          ids=["appendfsync-always", "everysec-lost-tail"])
 def test_every_message_reaches_each_group_through_kills_and_a_redis_crash(variant, tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fleet_chaos.py"), "--messages", "150",

@@ -25,6 +25,18 @@ class Refuses(Sink):
         return False
 
 
+class Each(Sink):
+    """Takes every message but those in `refuse`."""
+
+    parks = True
+
+    def __init__(self, refuse=()):
+        self.refuse = set(refuse)
+
+    def deliver(self, event, message):
+        return message.id not in self.refuse
+
+
 class Text(BatchSink):
     def write(self, text, shown):
         return True
@@ -61,7 +73,55 @@ def test_parked_lists_the_groups_dead_letter_stream(redis_server, tmp_path):
     result = cli("parked", "--json", "--persona", PERSONA, "--source", redis_server.url)
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["id"], r["consumer"], r["attempts"]) for r in rows] == [(7, "ci", 2)]
-    assert cli("parked", "--persona", PERSONA, "--source", redis_server.url, "--retry", "7").code == 2
+
+
+def test_parked_retry_hands_the_message_to_its_group_once_and_to_no_other(redis_server, tmp_path):
+    appender = redis_streams.Appender(redis_streams.connect(redis_server.url), "t")
+    for i in (7, 8):
+        appender.append(PERSONA, Message(i, "river", f"m{i}", "2026-12-02T10:00:00Z", False))
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "state")  # no Kijito at all: nothing to ask it
+    once = ("--once", "--json", "--persona", PERSONA, "--source", redis_server.url, "--consumer")
+    assert cli(*once, "audit").new_ids == [7, 8]  # another group has both, acknowledged
+    for _ in range(3):  # refused three times: parked at --max-attempts 3, 8 flows
+        pull_through(source(redis_server, "ci", max_attempts=3), EventFactory(), Each(refuse={7}))
+    listed = [json.loads(line) for line in cli("parked", "--json", "--persona", PERSONA, "--source",
+                                               redis_server.url).stdout.splitlines()]
+    assert [(r["id"], r["consumer"]) for r in listed] == [(7, "ci")]
+    assert cli(*once, "ci").new_ids == []  # parked: no pull hands it over
+
+    retry = ("parked", "--persona", PERSONA, "--source", redis_server.url, "--consumer", "ci", "--retry", "7")
+    result = cli(*retry)
+    assert result.code == 0, result.stderr
+    assert "handed over again on the next pull of group ci" in result.stdout
+    assert cli("parked", "--persona", PERSONA, "--source", redis_server.url).stdout == "no parked mail\n"
+    got = cli(*once, "ci")
+    assert got.code == 0 and got.new_ids == [7]  # once, to its group
+    assert cli(*once, "ci").new_ids == []  # acknowledged: not again
+    assert cli(*once, "audit").new_ids == []  # no other group gets it again
+    redis = redis_server.client()
+    assert redis.xpending("kijito:{testbot}:mail", "ci")["pending"] == 0
+    assert redis.xlen("kijito:{testbot}:mail") == 2  # nothing was appended for the retry
+    again = cli(*retry)
+    assert again.code == 1 and "is not parked for testbot (group ci)" in again.stderr
+
+
+def test_parked_retry_of_a_trimmed_entry_keeps_it_parked(redis_server, tmp_path):
+    appender = redis_streams.Appender(redis_streams.connect(redis_server.url), "t")
+    appender.append(PERSONA, Message(7, "river", "poison", "2026-12-02T10:00:00Z", False))
+    for _ in range(2):
+        pull_through(source(redis_server, "ci", max_attempts=2), EventFactory(), Refuses())
+    redis = redis_server.client()
+    redis.xtrim("kijito:{testbot}:mail", maxlen=0)
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "state")
+    result = cli("parked", "--persona", PERSONA, "--source", redis_server.url, "--consumer", "ci", "--retry", "7")
+    assert result.code == 1 and "trimmed" in result.stderr and "stays parked" in result.stderr
+    assert [f["kid"] for f in source(redis_server, "ci").parked()] == ["7"]
+    assert redis.xpending("kijito:{testbot}:mail", "ci")["pending"] == 0
+
+
+def test_parked_retry_needs_one_persona(redis_server, tmp_path):
+    cli = Cli("https://kijito.invalid/api", "", tmp_path / "state")
+    assert cli("parked", "--source", redis_server.url, "--retry", "7").code == 2
 
 
 def test_exec_from_redis_hands_the_mail_to_the_command_and_acks_only_on_exit_0(redis_server, tmp_path):

@@ -10,7 +10,8 @@ from kijito_pull.harnesses.base import Harness
 HARNESS = Harness(
     "daemon", "the daemon",
     installer="kijito_pull.harnesses.daemon.installer",
-    install_help="`kijito-pull watch` for one persona as a systemd user unit or launchd agent",
+    install_help="`kijito-pull watch` for one persona as a systemd user unit or launchd agent "
+                 "(--relay --redis URL: `kijito-pull relay` for a fleet)",
     scopes=(),
     wiring_check="kijito_pull.harnesses.daemon.checks:wiring_finding",
     checks=(("daemon.consumer", "kijito_pull.harnesses.daemon.checks:check_consumer"),),

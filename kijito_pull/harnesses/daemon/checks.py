@@ -1,7 +1,8 @@
 """The daemon's doctor findings.
 
-`harness.daemon` (`wiring_finding`): whether a unit or agent is installed, and whether the command it
-runs exists. Named by `HARNESS.wiring_check` (kijito_pull.harnesses.daemon) and called by
+`harness.daemon` (`wiring_finding`): whether a unit or agent is installed (the watch's, and the relay
+variant's `kijito-pull-relay.service` / `com.kijito.pull-relay.plist`, with what it relays), and whether
+the command it runs exists. Named by `HARNESS.wiring_check` (kijito_pull.harnesses.daemon) and called by
 kijito_pull.doctor.check_harnesses with the rows of `installer.wiring`.
 
 `daemon.consumer` (`check_consumer`, in `HARNESS.checks`): whether an installed daemon shares the agent

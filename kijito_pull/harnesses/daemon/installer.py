@@ -19,6 +19,14 @@ The watch runs with its own consumer, `daemon` (`--consumer NAME` names another)
 agents' mail into its events file. `installed` reads back which consumer an installed unit runs with
 (a unit from before `--consumer` existed has none: it runs with the config file's, else `agent`);
 kijito_pull.harnesses.daemon.checks flags a daemon that shares the agents' cursor.
+
+`kijito-pull install daemon --relay --redis URL [--persona P ...] [--redis-password-file FILE]`: the relay
+variant (docs/fleets.md), `kijito-pull relay` supervised instead of a watch, one per user:
+    ~/.config/systemd/user/kijito-pull-relay.service   (Type=notify, WatchdogSec; systemctl --user enable
+                                                       --now kijito-pull-relay)
+    ~/Library/LaunchAgents/com.kijito.pull-relay.plist
+A URL with a password in it is refused (exit 2) before anything is written: the unit's command line is
+readable by every user. `uninstall daemon --relay` removes the file and stops the relay.
 """
 
 from __future__ import annotations
@@ -64,6 +72,18 @@ def token_path(system: str, environ: Mapping[str, str]) -> Path:
     from kijito_pull.harnesses.daemon import supervision
 
     return common.home(environ) / supervision._LAYOUT[system]["token"]
+
+
+def relay_unit_path(environ: Mapping[str, str]) -> Path:
+    from kijito_pull.harnesses.daemon import supervision
+
+    return unit_dir(environ) / supervision.RELAY_UNIT
+
+
+def relay_plist_path(environ: Mapping[str, str]) -> Path:
+    from kijito_pull.harnesses.daemon import supervision
+
+    return agents_dir(environ) / supervision.RELAY_PLIST
 
 
 def instance(persona: str) -> str:
@@ -210,7 +230,42 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
         exists = bool(program) and common.which(program, environ) is not None
         consumer = supervision.watch_option(_plist_arguments(text), "--consumer")
         out.append(Wiring(NAME, USER, True, str(plist), program, exists, f"launchd agent; {_consumer_shown(consumer)}"))
+    out += _relay_wiring(environ)
     return out
+
+
+def _relay_wiring(environ: Mapping[str, str]) -> list[Wiring]:
+    """The relay variant's unit and plist, when installed: what they relay, and what they would miss."""
+    from kijito_pull.harnesses.daemon import supervision
+
+    out = []
+    for system, path in ((SYSTEMD, relay_unit_path(environ)), (LAUNCHD, relay_plist_path(environ))):
+        text = _read_text(path)
+        if text is None:
+            continue
+        argv = _split(_exec_start(text)) if system == SYSTEMD else _plist_arguments(text)
+        first = argv[0] if argv else None
+        found = common.which(first, environ) if first else None
+        personas = [argv[n + 1] for n, w in enumerate(argv[:-1]) if w == "--persona"]
+        url = supervision.watch_option(argv, "--redis") or "?"
+        detail = (f"relay to {_safe_url(url)} for {', '.join(personas) if personas else 'every persona of the account'}"
+                  f" ({'systemd, Type=notify' if system == SYSTEMD else 'launchd agent'})")
+        password = supervision.watch_option(argv, "--redis-password-file")
+        if password and not Path(password).is_file():
+            detail += f"; no Redis password file at {password}"
+        if not token_path(system, environ).is_file():
+            detail += f"; no token file at {token_path(system, environ)}"
+        out.append(Wiring(NAME, USER, True, str(path), found or first, found is not None, detail))
+    return out
+
+
+def _safe_url(url: str) -> str:
+    from kijito_pull.sources import redis_streams
+
+    try:
+        return redis_streams.safe_url(url)
+    except ValueError:
+        return "an unreadable Redis URL"
 
 
 def _read_text(path: Path) -> str | None:
@@ -293,11 +348,20 @@ def _api_base_note(environ: Mapping[str, str]) -> str:
 
 
 def add_arguments(parser: Any, action: str) -> None:
-    parser.add_argument("--persona", metavar="NAME",
-                        help="the persona to watch (default: $KIJITO_PERSONA, else this project's)")
+    parser.add_argument("--persona", metavar="NAME", action="append",
+                        help="the persona to watch (default: $KIJITO_PERSONA, else this project's); with --relay, "
+                             "a persona to relay (repeatable; default: every persona of the account)")
     parser.add_argument("--system", choices=(SYSTEMD, LAUNCHD),
                         help="the supervisor (default: launchd on macOS, else systemd)")
+    parser.add_argument("--relay", action="store_true",
+                        help="the relay variant: `kijito-pull relay --redis URL` supervised (one per user; "
+                             "docs/fleets.md) instead of a watch")
     if action == "install":
+        parser.add_argument("--redis", metavar="URL",
+                            help="with --relay: redis://HOST:PORT/DB to append to (no password in it)")
+        parser.add_argument("--redis-password-file", metavar="FILE",
+                            help="with --relay: the relay reads the Redis password from FILE (mode 0600); "
+                                 "without it, from the config file's redis_password_file, if any")
         from kijito_pull.harnesses.daemon.supervision import DAEMON_CONSUMER
 
         parser.add_argument("--consumer", metavar="NAME",
@@ -318,7 +382,13 @@ def resolve_consumer(consumer: str | None) -> str:
 def _target(request: InstallRequest) -> tuple[Mapping[str, str], str, str, str, bool]:
     """(environ, cwd, system, persona, dry_run) of a request; the daemon has no scope and no project."""
     system = request.option("system") or default_system()
-    persona = resolve_persona(request.option("persona"), request.environ, request.cwd)
+    given = request.option("persona") or []
+    if isinstance(given, str):
+        given = [given]
+    if len(given) > 1:
+        raise InstallError("one --persona per watch (each persona is an instance of its own); several go with "
+                           "--relay", ExitCode.USAGE)
+    persona = resolve_persona(given[0] if given else None, request.environ, request.cwd)
     return request.environ, request.cwd, system, persona, request.dry_run
 
 
@@ -336,54 +406,100 @@ def _consumer_notes(consumer: str, environ: Mapping[str, str]) -> list[str]:
     return [f"consumer: {consumer} (the daemon's own cursor; the agent harnesses keep theirs, {agents})"]
 
 
-def install(request: InstallRequest) -> Outcome:
+def _relay_request(request: InstallRequest) -> tuple[str, list[str], str | None]:
+    """(Redis URL, personas, absolute password file or None) of `install daemon --relay`; InstallError
+    (exit 2) for a missing or wrong URL, one with a password in it, a bad persona or --consumer."""
+    from kijito_pull.context import refuse_password_in_argv
+    from kijito_pull.sources import redis_streams
+
+    url = request.option("redis")
+    if not url:
+        raise InstallError("--relay needs --redis redis://HOST:PORT/DB", ExitCode.USAGE)
+    if request.option("consumer") is not None:
+        raise InstallError("--consumer names a watch's cursor; the relay keeps its own (consumer relay)",
+                           ExitCode.USAGE)
+    try:
+        redis_streams.check_url(url)
+        refuse_password_in_argv(url, "--redis")
+        personas = list(dict.fromkeys(config.validate_persona(p) for p in request.option("persona") or []))
+    except (ValueError, config.ConfigError) as exc:
+        raise InstallError(str(exc), ExitCode.USAGE) from None
+    password = request.option("redis_password_file")
+    if password:
+        password = os.path.abspath(os.path.join(request.cwd, os.path.expanduser(password)))
+    return url, personas, password
+
+
+def _password_note(path: str | None) -> str | None:
+    if path is None:
+        return ("Redis password: none given (--redis-password-file FILE); the relay reads the config file's "
+                "redis_password_file if it has one, else connects without a password")
+    if not os.path.isfile(path):
+        return f"no Redis password file at {path}: the service exits with status 2 until it exists (mode 0600)"
+    if os.stat(path).st_mode & 0o077:
+        return f"{path} is readable by others: chmod 600 {shlex.quote(path)} (the relay refuses it until then)"
+    return f"Redis password: from {path} (never in the unit)"
+
+
+def _install_relay(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses.daemon import supervision
 
-    environ, cwd, system, persona, dry_run = _target(request)
-    consumer = resolve_consumer(request.option("consumer"))
-    here = Path(cwd)
+    environ, here, dry_run = request.environ, Path(request.cwd), request.dry_run
+    system = request.option("system") or default_system()
+    url, personas, password = _relay_request(request)
     if system == SYSTEMD:
-        path = unit_path(environ)
-        text = supervision.render_systemd(consumer=consumer).encode("utf-8")
-        tool = common.which("systemctl", environ)
-        ctl = [tool or "systemctl", "--user"]
-        name = instance(persona)
+        path = relay_unit_path(environ)
+        text = supervision.render_systemd_relay(None, url, personas, password).encode("utf-8")
+        name = supervision.RELAY_UNIT
     else:
-        path = agents_dir(environ) / supervision.launchd_filename(persona)
-        text = supervision.render_launchd(None, persona, str(common.home(environ)), consumer=consumer).encode("utf-8")
-        tool = common.which("launchctl", environ)
-        domain = f"gui/{os.getuid()}"
-        name = f"{domain}/{supervision.launchd_label(persona)}"
+        path = relay_plist_path(environ)
+        text = supervision.render_launchd_relay(None, url, personas, str(common.home(environ)),
+                                                password).encode("utf-8")
+        name = supervision.RELAY_LABEL
     outcome = Outcome(NAME, USER, "install", path=path)
     before = common.read_bytes(path)
     changed = before != text
+    tool, running = _service_commands(outcome, system, name, path, changed, before is not None, [name],
+                                      environ, here)
+    outcome.diffs.append(common.diff(path, before, text))
+    which = ", ".join(personas) if personas else "every persona of the account (--persona NAME to name them)"
+    outcome.notes.append(f"relay to {_safe_url(url)} for {which}")
+    for note in (_password_note(password), _token_note(system, environ), _api_base_note(environ)):
+        if note:
+            outcome.notes.append(note)
+    return _finish(outcome, system, running, dry_run, changed, before, path, text, tool, environ, here)
+
+
+def _service_commands(outcome: Outcome, system: str, name: str, path: Path, changed: bool, existed: bool,
+                      restart: list[str], environ: Mapping[str, str], here: Path) -> tuple[str | None, bool]:
+    """(the service manager found on PATH, whether the service already runs as asked), the commands an
+    install runs appended to `outcome`: under systemd reload a changed unit, enable and start `name`, and
+    `restart` the units that ran the old file; under launchd boot a changed agent out and in again
+    (`name` is then the job's label)."""
     if system == SYSTEMD:
+        tool = common.which("systemctl", environ)
+        ctl = [tool or "systemctl", "--user"]
         running = tool is not None and not changed and _query(ctl + ["is-enabled", name], environ, here) == "enabled" \
             and _query(ctl + ["is-active", name], environ, here) == "active"
         if changed:
             outcome.commands.append(ctl + ["daemon-reload"])
         outcome.commands.append(ctl + ["enable", "--now", name])
-        if changed and before is not None:
-            # `enable --now` leaves a running instance on the old command (say, the agents' consumer):
-            # restart the ones that run, every persona's, since they all share this one template.
-            running_ones = [instance(p) for p in [persona, *enabled_personas(environ)]]
-            outcome.commands.append(ctl + ["try-restart", *dict.fromkeys(running_ones)])
-            others = [p for p in enabled_personas(environ) if p != persona]
-            if others:
-                outcome.notes.append(f"the unit is one template for every persona: {', '.join(others)} also "
-                                     f"run{'s' if len(others) == 1 else ''} with consumer {consumer} from now on")
-    else:
-        loaded = tool is not None and common.run([tool, "print", name], environ, here, 15).code == 0
-        running = loaded and not changed
-        if loaded and changed:
-            outcome.commands.append([tool or "launchctl", "bootout", name])
-        outcome.commands.append([tool or "launchctl", "bootstrap", domain, str(path)])
-    outcome.diffs.append(common.diff(path, before, text))
-    outcome.notes[:0] = _consumer_notes(consumer, environ)
-    note = _token_note(system, environ)
-    if note:
-        outcome.notes.append(note)
-    outcome.notes.append(_api_base_note(environ))
+        if changed and existed:
+            outcome.commands.append(ctl + ["try-restart", *restart])  # a running one keeps its old command
+        return tool, running
+    tool = common.which("launchctl", environ)
+    domain = f"gui/{os.getuid()}"
+    job = f"{domain}/{name}"
+    loaded = tool is not None and common.run([tool, "print", job], environ, here, 15).code == 0
+    if loaded and changed:
+        outcome.commands.append([tool or "launchctl", "bootout", job])
+    outcome.commands.append([tool or "launchctl", "bootstrap", domain, str(path)])
+    return tool, loaded and not changed
+
+
+def _finish(outcome: Outcome, system: str, running: bool, dry_run: bool, changed: bool, before: bytes | None,
+            path: Path, text: bytes, tool: str | None, environ: Mapping[str, str], here: Path) -> Outcome:
+    """The end every install shares: nothing to do, a dry run, or the file written and the commands run."""
     if running:
         outcome.commands = []
         outcome.result = Result.ALREADY_INSTALLED
@@ -410,6 +526,46 @@ def install(request: InstallRequest) -> Outcome:
     return outcome
 
 
+def install(request: InstallRequest) -> Outcome:
+    from kijito_pull.harnesses.daemon import supervision
+
+    if request.option("relay"):
+        return _install_relay(request)
+    for flag in ("redis", "redis_password_file"):
+        if request.option(flag):
+            raise InstallError(f"--{flag.replace('_', '-')} goes with --relay", ExitCode.USAGE)
+    environ, cwd, system, persona, dry_run = _target(request)
+    consumer = resolve_consumer(request.option("consumer"))
+    here = Path(cwd)
+    if system == SYSTEMD:
+        path = unit_path(environ)
+        text = supervision.render_systemd(consumer=consumer).encode("utf-8")
+        name = instance(persona)
+    else:
+        path = agents_dir(environ) / supervision.launchd_filename(persona)
+        text = supervision.render_launchd(None, persona, str(common.home(environ)), consumer=consumer).encode("utf-8")
+        name = supervision.launchd_label(persona)
+    outcome = Outcome(NAME, USER, "install", path=path)
+    before = common.read_bytes(path)
+    changed = before != text
+    # `enable --now` leaves a running instance on the old command (say, the agents' consumer): restart
+    # the ones that run, every persona's, since they all share this one template.
+    others = [p for p in enabled_personas(environ) if p != persona] if system == SYSTEMD else []
+    restart = list(dict.fromkeys(instance(p) for p in [persona, *others]))
+    tool, running = _service_commands(outcome, system, name, path, changed, before is not None, restart,
+                                      environ, here)
+    if changed and before is not None and others:
+        outcome.notes.append(f"the unit is one template for every persona: {', '.join(others)} also "
+                             f"run{'s' if len(others) == 1 else ''} with consumer {consumer} from now on")
+    outcome.diffs.append(common.diff(path, before, text))
+    outcome.notes[:0] = _consumer_notes(consumer, environ)
+    note = _token_note(system, environ)
+    if note:
+        outcome.notes.append(note)
+    outcome.notes.append(_api_base_note(environ))
+    return _finish(outcome, system, running, dry_run, changed, before, path, text, tool, environ, here)
+
+
 def _query(argv: list[str], environ: Mapping[str, str], cwd: Path) -> str:
     ran = common.run(argv, environ, cwd, 15)
     return ran.output.strip().splitlines()[0] if ran.output.strip() else ""
@@ -418,9 +574,29 @@ def _query(argv: list[str], environ: Mapping[str, str], cwd: Path) -> str:
 def uninstall(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses.daemon import supervision
 
-    environ, cwd, system, persona, dry_run = _target(request)
+    relay = bool(request.option("relay"))
+    if relay:
+        environ, cwd, system, persona, dry_run = (request.environ, request.cwd,
+                                                  request.option("system") or default_system(), "", request.dry_run)
+    else:
+        environ, cwd, system, persona, dry_run = _target(request)
     here = Path(cwd)
-    if system == SYSTEMD:
+    if relay:
+        path = relay_unit_path(environ) if system == SYSTEMD else relay_plist_path(environ)
+        outcome = Outcome(NAME, USER, "uninstall", path=path)
+        if not path.exists():
+            outcome.result = Result.NOT_INSTALLED
+            return outcome
+        if system == SYSTEMD:
+            tool = common.which("systemctl", environ)
+            outcome.commands.append([tool or "systemctl", "--user", "disable", "--now", supervision.RELAY_UNIT])
+            outcome.commands.append([tool or "systemctl", "--user", "daemon-reload"])
+        else:
+            tool = common.which("launchctl", environ)
+            outcome.commands.append([tool or "launchctl", "bootout", f"gui/{os.getuid()}/{supervision.RELAY_LABEL}"])
+        remove = True
+        outcome.diffs.append(common.diff(path, common.read_bytes(path), None))
+    elif system == SYSTEMD:
         path = unit_path(environ)
         tool = common.which("systemctl", environ)
         ctl = [tool or "systemctl", "--user"]
@@ -447,7 +623,8 @@ def uninstall(request: InstallRequest) -> Outcome:
         outcome.commands.append([tool or "launchctl", "bootout", f"gui/{os.getuid()}/{label}"])
         remove = True
         outcome.diffs.append(common.diff(path, common.read_bytes(path), None))
-    outcome.notes.append(f"kept: the token file ({token_path(system, environ)}) and the events file")
+    outcome.notes.append(f"kept: the token file ({token_path(system, environ)})"
+                         + (", the Redis streams and the relay's cursor" if relay else " and the events file"))
     if dry_run:
         outcome.result = Result.WOULD_UNINSTALL
         return outcome

@@ -11,6 +11,13 @@ agents' mail into its events file, and the agent would never see it (docs/config
 
 `rendered_watch_argv` returns the exact argv the rendered files run, so a test can run that command
 (with `--self-test`) and keep the templates in step with the CLI.
+
+The relay variant (`install daemon --relay`, docs/fleets.md): one `kijito-pull relay --redis URL
+[--persona P ...]` per user, `kijito-pull-relay.service` (Type=notify with WatchdogSec: the relay speaks
+sd_notify, core/sdnotify.py) or the launchd agent `com.kijito.pull-relay`. The Redis URL in it never
+holds a password (refused before rendering, context.refuse_password_in_argv); the password is read
+from `--redis-password-file` when the install names one, else as the relay reads it anyway (the
+config file's redis_password_file). `rendered_relay_argv` is its exact argv.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from kijito_pull.sinks.eventsfile import safe_name
 SYSTEMD_UNIT = "kijito-pull@.service"
 LAUNCHD_TEMPLATE = "com.kijito.pull.PERSONA.plist"
 LAUNCHD_LABEL_PREFIX = "com.kijito.pull."
+RELAY_UNIT = "kijito-pull-relay.service"
+RELAY_LABEL = "com.kijito.pull-relay"  # not under LAUNCHD_LABEL_PREFIX: a persona named "relay" has its own
+RELAY_PLIST = RELAY_LABEL + ".plist"
 
 #: The daemon's own consumer group: named after what reads it (the supervised service), and never the
 #: agent harnesses' `agent`, so the two kinds of consumer never share one cursor.
@@ -78,6 +88,19 @@ def rendered_watch_argv(executable: str | Sequence[str] | None, persona: str, ho
     layout = _LAYOUT[system]
     return _watch_argv(_command(executable), persona, consumer, os.path.join(home, layout["token"]),
                        os.path.join(home, layout["events"]), extra_args)
+
+
+def _relay_argv(command: Sequence[str], redis_url: str, personas: Sequence[str], token_file: str,
+                password_file: str | None) -> list[str]:
+    return [*command, "relay", "--redis", redis_url, *[w for p in personas for w in ("--persona", p)],
+            "--token-file", token_file, *(["--redis-password-file", password_file] if password_file else [])]
+
+
+def rendered_relay_argv(executable: str | Sequence[str] | None, redis_url: str, personas: Sequence[str],
+                        home: str, password_file: str | None = None, system: str = SYSTEMD) -> list[str]:
+    """The argv the rendered relay unit (system="systemd", %h expanded to `home`) or plist runs."""
+    return _relay_argv(_command(executable), redis_url, personas, os.path.join(home, _LAYOUT[system]["token"]),
+                       password_file)
 
 
 def watch_option(argv: Sequence[str], flag: str) -> str | None:
@@ -134,6 +157,16 @@ def render_systemd(executable: str | Sequence[str] | None = None, extra_args: Se
     return _fill(_template(SYSTEMD_UNIT), {"EXEC_START": " ".join(argv)})
 
 
+def render_systemd_relay(executable: str | Sequence[str] | None, redis_url: str, personas: Sequence[str],
+                         password_file: str | None = None) -> str:
+    """The text of `kijito-pull-relay.service`: the relay for `personas` (none: every persona of the account)."""
+    command = [_systemd_word(w, executable=(n == 0)) for n, w in enumerate(_command(executable))]
+    argv = _relay_argv(command, _systemd_word(redis_url), [_systemd_word(p) for p in personas],
+                       _systemd_word("%h/" + _LAYOUT[SYSTEMD]["token"], specifiers=True),
+                       _systemd_word(password_file) if password_file else None)
+    return _fill(_template(RELAY_UNIT), {"EXEC_START": " ".join(argv)})
+
+
 # -- launchd -------------------------------------------------------------------------------------
 
 def launchd_label(persona: str) -> str:
@@ -163,6 +196,16 @@ def render_launchd(executable: str | Sequence[str] | None, persona: str, home: s
     values = {"LABEL": _xml_text(launchd_label(persona)), "STDERR_PATH": _xml_text(stderr_path),
               "PROGRAM_ARGUMENTS": arguments}
     return _fill(_template(LAUNCHD_TEMPLATE), values)
+
+
+def render_launchd_relay(executable: str | Sequence[str] | None, redis_url: str, personas: Sequence[str],
+                         home: str, password_file: str | None = None) -> str:
+    """The text of ~/Library/LaunchAgents/com.kijito.pull-relay.plist."""
+    argv = rendered_relay_argv(executable, redis_url, personas, home, password_file, system=LAUNCHD)
+    arguments = "\n".join(f"\t\t<string>{_xml_text(word)}</string>" for word in argv)
+    values = {"LABEL": _xml_text(RELAY_LABEL), "PROGRAM_ARGUMENTS": arguments,
+              "STDERR_PATH": _xml_text(os.path.join(home, "Library/Logs/kijito-pull-relay.log"))}
+    return _fill(_template(RELAY_PLIST), values)
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

@@ -20,17 +20,7 @@ from kijito_pull.core import paths
 from kijito_pull.core.pending import Entry
 from kijito_pull.core.state import CursorState, StateStore
 from kijito_pull.harnesses.daemon import installer, supervision
-from tests.harnesses.test_install import FAKE_CTL, Machine
-
-
-@pytest.fixture
-def m(tmp_path) -> Machine:
-    machine = Machine(tmp_path)
-    machine.environ["KIJITO_PULL_CONFIG"] = str(machine.home / ".config" / "kijito-pull" / "config.toml")
-    machine.environ["KIJITO_PULL_STATE_DIR"] = str(machine.home / ".local" / "state" / "kijito-pull")
-    for name in ("systemctl", "loginctl", "launchctl"):
-        machine.fake(name, FAKE_CTL)
-    return machine
+from tests.harnesses.test_install import Machine
 
 
 def unit_file(m: Machine) -> Path:
