@@ -20,69 +20,103 @@ Acceptance (issue 13): every message in a model request within 10 s of the send,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import platform
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
+from harnessbench import need_harness  # noqa: E402 - bench/ is on the path of a bench script
+from stats import percentile  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from kijito_pull.sandbox import Sandbox  # noqa: E402
 from tests.e2e import claude_helpers as ch  # noqa: E402
 from tests.e2e import codex_helpers as cx  # noqa: E402
 from tests.e2e import harness as h  # noqa: E402
-from tests.e2e.fakemodel import FakeModel  # noqa: E402
+from tests.e2e.fakemodel import FakeModel, Reply  # noqa: E402
 
 BUDGET = 10.0
 
 
-def measure(daemon: bool, count: int, idle_gap: float) -> dict:
-    harness = h.find_harness("codex")
-    if harness is None:
-        raise SystemExit("codex is not installed (run scripts/install-harnesses)")
+@dataclass
+class CodexSession:
+    """An interactive Codex session through its first turn, its watcher armed (what `codex_tui` yields)."""
+    harness: h.Harness
+    tui: h.Tmux
+    model: FakeModel
+    sandbox: Sandbox
+    env: dict[str, str]
+    project: Path
+    state: Path
+
+    def pending(self) -> list[dict]:
+        return cx.pending(self.env, self.project)
+
+    def logs(self) -> str:
+        return f"{cx.watch_logs(self.state)}\n{self.tui.capture()}"
+
+
+@contextlib.contextmanager
+def codex_tui(daemon: bool, reply: Reply = "ok") -> Iterator[CodexSession]:
+    """The real Codex TUI, offline, hooks installed and trusted for the user, in an opted-in project, through
+    its first turn with its watcher armed; the fake model answers with `reply`. Everything stops on exit."""
+    harness = need_harness("codex")
     root = Path(tempfile.mkdtemp(prefix="bench-codex-"))
     home, state = root / "home", root / "state"
     home.mkdir()
-    model = FakeModel(bind=h.netns().listen, log_path=str(root / "model.jsonl")).start()
+    model = FakeModel(reply, bind=h.netns().listen, log_path=str(root / "model.jsonl")).start()
     sb = ch.start_sandbox()
     project = ch.make_project(root)
     cx.write_config(home, model.url, trusted_projects=(project,))
     env = cx.codex_env(harness, home, sb.url, state)
-    installed = cx.kp(env, project, "install", "codex", "--user", "--trust")
-    if installed.returncode != 0:
-        raise SystemExit(f"install failed: {installed.stderr}")
+    try:
+        installed = cx.kp(env, project, "install", "codex", "--user", "--trust")
+        if installed.returncode != 0:
+            raise SystemExit(f"install failed: {installed.stderr}")
+        tui = cx.start_tui(harness, env, project, model, daemon=daemon)
+        try:
+            session = CodexSession(harness, tui, model, sb, env, project, state)
+            if not ch.wait_until(lambda: len(cx.watchers(state)) == 1, 20):
+                raise SystemExit(f"no watcher armed\n{session.logs()}")
+            yield session
+        finally:
+            if daemon:
+                cx.daemon_stop(harness, env)
+            tui.kill()
+    finally:
+        sb.stop()
+        model.stop()
+
+
+def measure(daemon: bool, count: int, idle_gap: float) -> dict:
     latencies: list[float] = []
     duplicates = 0
-    tui = cx.start_tui(harness, env, project, model, daemon=daemon)
-    try:
-        if not ch.wait_until(lambda: len(cx.watchers(state)) == 1, 20):
-            raise SystemExit(f"no watcher armed\n{cx.watch_logs(state)}")
+    with codex_tui(daemon) as session:
+        model = session.model
         time.sleep(idle_gap)
         for i in range(count):
             marker = f"BENCH-CODEX-{'daemon' if daemon else 'nodaemon'}-{i:03d}"
             start = len(model.requests)
             sent = time.time()
-            sb.send(ch.PERSONA, "loom", marker)
+            session.sandbox.send(ch.PERSONA, "loom", marker)
             request = model.wait_for_text(marker, timeout=BUDGET + 20, start=start)
             if request is None:
-                raise SystemExit(f"{marker} never reached the model\n{cx.watch_logs(state)}\n{tui.capture()}")
+                raise SystemExit(f"{marker} never reached the model\n{session.logs()}")
             latencies.append(request["time"] - sent)
-            if not ch.wait_until(lambda: cx.pending(env, project) == [], 20):
-                raise SystemExit(f"{marker} was never confirmed: {cx.pending(env, project)}")
+            if not ch.wait_until(lambda: session.pending() == [], 20):
+                raise SystemExit(f"{marker} was never confirmed: {session.pending()}")
             time.sleep(idle_gap)
             last = model.model_requests[-1]
             duplicates += model.text_of(last).count(marker) != 1
-    finally:
-        if daemon:
-            cx.daemon_stop(harness, env)
-        tui.kill()
-        sb.stop()
-        model.stop()
-    return {"mode": "shared daemon" if daemon else "--no-daemon", "version": harness.version,
+        version = session.harness.version
+    return {"mode": "shared daemon" if daemon else "--no-daemon", "version": version,
             "latencies": latencies, "duplicates": duplicates}
 
 

@@ -36,7 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
+from harnessbench import need_harness  # noqa: E402 - bench/ is on the path of a bench script
+from stats import percentile  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -138,9 +139,7 @@ def bench_busy(rounds: int, harness_name: str = "claude2") -> dict:
     second into the second call of each run; the time until a model request holds it."""
     from tests.e2e.fakemodel import ToolUse
 
-    harness = h.find_harness(harness_name)
-    if harness is None:
-        raise SystemExit(f"{harness_name} is not installed: run scripts/install-harnesses (or omit --busy)")
+    harness = need_harness(harness_name, "or omit --busy")
     latencies: list[float] = []
     mid_turn = 0
     duplicates = 0
@@ -191,9 +190,7 @@ def bench_busy(rounds: int, harness_name: str = "claude2") -> dict:
 
 
 def bench_wake(wakes: int, harness_name: str = "claude") -> dict:
-    harness = h.find_harness(harness_name)
-    if harness is None:
-        raise SystemExit("Claude Code is not installed: run scripts/install-harnesses (or pass --skip-wake)")
+    harness = need_harness(harness_name, "or pass --skip-wake")
     accepted: list[float] = []
     invoked: list[float] = []
     duplicates = 0

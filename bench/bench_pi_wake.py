@@ -39,7 +39,8 @@ import threading
 import time
 from pathlib import Path
 
-from stats import percentile  # noqa: E402 - bench/ is on the path of a bench script
+from harnessbench import need_harness  # noqa: E402 - bench/ is on the path of a bench script
+from stats import percentile  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -54,9 +55,7 @@ def agent_ends(session: ph.PiSession) -> int:
 
 
 def measure(line: str, count: int, idle_gap: float) -> dict:
-    harness = h.find_harness(line)
-    if harness is None:
-        raise SystemExit(f"{line} is not installed (run scripts/install-harnesses)")
+    harness = need_harness(line)
     ns = h.netns()
     root = Path(tempfile.mkdtemp(prefix=f"bench-pi-{line}-"))
     model = FakeModel(bind=ns.listen, log_path=str(root / "model.jsonl")).start()
@@ -97,11 +96,10 @@ def measure(line: str, count: int, idle_gap: float) -> dict:
             "duplicates": sum(1 for n in handed.values() if n != 1)}
 
 
-def measure_busy(line: str, count: int, tool_seconds: float) -> dict:
-    """Steer latency: messages sent during a run of tool calls, from send accepted to the model request."""
-    harness = h.find_harness(line)
-    if harness is None:
-        raise SystemExit(f"{line} is not installed (run scripts/install-harnesses)")
+def measure_busy(line: str, count: int, tool_seconds: float, offset: float | None = None) -> dict:
+    """Steer latency: messages sent during a run of tool calls, from send accepted to the model request; each
+    sent `offset` seconds into a tool call (None: a random moment in it)."""
+    harness = need_harness(line)
     ns = h.netns()
     root = Path(tempfile.mkdtemp(prefix=f"bench-pi-busy-{line}-"))
     done = threading.Event()
@@ -127,7 +125,7 @@ def measure_busy(line: str, count: int, tool_seconds: float) -> dict:
             marker = f"BENCH-BUSY-{line}-{i:03d}"
             start = len(model.requests)
             # A random moment inside the tool call now running (its request was just answered).
-            time.sleep(rng.uniform(0.05, tool_seconds * 0.9))
+            time.sleep(rng.uniform(0.05, tool_seconds * 0.9) if offset is None else offset)
             sb.clear_requests()
             subprocess.run(ns.wrap([*ph.real_cli(), "send", "--to", ph.PERSONA, "--from", "loom", marker]),
                            env=env, check=True, capture_output=True, timeout=30)

@@ -104,19 +104,25 @@ def start_tui(harness: h.Harness, env: dict[str, str], project: Path, fm, *, dae
     tui = h.Tmux(argv, env={**env, "TERM": "xterm-256color"}, cwd=project)
     try:
         assert tui.wait_for_screen("Ask Codex", timeout=30), tui.capture()
-        # Codex's composer takes keys typed in a burst as a paste, Enter included: press Enter on its own,
-        # again if the first one was taken into the paste (an empty composer ignores it).
-        tui.type("say hello", enter=False)
-        for _ in range(5):
-            time.sleep(0.6)
-            tui.send_keys("Enter")
-            if ch.wait_until(lambda: bool(fm.model_requests), 5):
-                break
-        assert fm.model_requests, tui.capture()
+        submit(tui, fm, "say hello")
     except BaseException:
         tui.kill()
         raise
     return tui
+
+
+def submit(tui: h.Tmux, fm, prompt: str) -> None:
+    """Type `prompt` into Codex's composer and submit it; returns once a model request holds it. Codex's composer
+    takes keys typed in a burst as a paste, Enter included: press Enter on its own, again if the first one was
+    taken into the paste (an empty composer ignores it). Raises AssertionError with the screen if none does."""
+    start = len(fm.requests)
+    tui.type(prompt, enter=False)
+    for _ in range(5):
+        time.sleep(0.6)
+        tui.send_keys("Enter")
+        if fm.wait_for_text(prompt, timeout=5, start=start) is not None:
+            return
+    raise AssertionError(tui.capture())
 
 
 def watchers(state: Path) -> list[int]:

@@ -102,6 +102,17 @@ def api(port: int, method: str, path: str, body: dict | None = None, timeout: fl
     return h.netns().call(call)
 
 
+def wait_server(port: int, timeout: float = 60) -> bool:
+    """Whether the OpenCode server on `port` answers `GET /session` within `timeout` seconds."""
+    def up() -> bool:
+        try:
+            return api(port, "GET", "/session", timeout=2)[0] == 200
+        except Exception:  # noqa: BLE001 - not listening yet
+            return False
+
+    return ch.wait_until(up, timeout, step=0.5)
+
+
 def export(harness: h.Harness, env: dict[str, str], sid: str) -> str:
     argv = h.netns().wrap(harness.cmd("export", sid))
     return subprocess.run(argv, env=env, cwd="/", capture_output=True, text=True, timeout=60).stdout

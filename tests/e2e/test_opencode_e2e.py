@@ -127,21 +127,11 @@ def test_install_dry_run_shows_the_diff_and_uninstall_is_byte_exact(opencode_har
     assert oc.tree(config, folder) == before
 
 
-def _wait_server(port: int, timeout: float = 60) -> None:
-    def up() -> bool:
-        try:
-            return oc.api(port, "GET", "/session", timeout=2)[0] == 200
-        except Exception:  # noqa: BLE001 - not listening yet
-            return False
-
-    assert ch.wait_until(up, timeout, step=0.5), "opencode serve did not answer"
-
-
 def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_next(
         opencode_harness, fake_model, sandbox, env, project, state) -> None:
     port = 42000 + (hash(str(project)) % 2000)
     server = oc.serve(opencode_harness, env, project, port)
-    _wait_server(port)
+    assert oc.wait_server(port), "opencode serve did not answer"
     status, made = oc.api(port, "POST", "/session", {})
     sid = made["id"]  # type: ignore[index]
     status, _ = oc.api(port, "POST", f"/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": "hello"}]})
