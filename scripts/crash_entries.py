@@ -71,14 +71,15 @@ sys.path.insert(0, str(REPO))
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
-    CLAUDE_HOOKS,
-    CODEX_HOOKS,
-    CODEX_SESSION_END,
     CODEX_SESSION_START,
     CODEX_STOP,
+    HARNESS_OF,
+    HOOK_EVENTS,
     HOOKS,
+    NEW_HOOKS,
+    OPENCODE_SESSION_IDLE,
     PI_CHILD,
-    SESSION_END,
+    SESSION_END_OF,
     SESSION_START,
     STOP,
     WATCH,
@@ -91,11 +92,13 @@ from tests.entrypoints import (  # noqa: E402
     ndjson_events,
     new_ids,
 )
+from tests.sessionhost import SessionHost  # noqa: E402
 
 PERSONA = "crashbot"
 OTHERS = ("elsewhere", "noise")
 SENDERS = ("river", "loom", "argus")
-ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START)
+ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS)
+ALL_HOOKS = (*HOOKS, *NEW_HOOKS)
 WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 
 
@@ -111,7 +114,7 @@ RANDOM, ANSWER, TIMEOUT = "random", "answer", "timeout"
 @dataclass
 class Run:
     index: int
-    kind: str  # "calibrate" | "trial" | "drain" | "end" (a session's SessionEnd hook)
+    kind: str  # "calibrate" | "trial" | "drain" | "end" (a session ends) | "idle" (OpenCode: a turn ends)
     out: Path
     err: Path
     mode: str = ""  # watch: "stdout" or "events-file"
@@ -144,9 +147,11 @@ class EntryTrials:
         self.sandbox.add_persona(PERSONA, memory_count=1)
         self.system = System(self.sandbox.url, self.token, self.work, PERSONA,
                              extra_env={"KIJITO_PULL_MAX_STOP_BLOCKS": "100"})
-        # Claude Code hooks run in sessions with transcripts (confirmation from the transcript); a session
-        # ends now and then (its SessionEnd hook), and the next one starts.
-        self.claude = entry in CLAUDE_HOOKS or entry in CODEX_HOOKS  # a hook in a session with a transcript
+        # Every hook runs in sessions with its harness's record (confirmation from the record); a session
+        # ends now and then (its SessionEnd hook, or for OpenCode its process), and the next one starts.
+        self.claude = entry in ALL_HOOKS  # a hook in a session with a record
+        self.harness = HARNESS_OF.get(entry, "")
+        self.host: SessionHost | None = None  # OpenCode: the session's process, the hooks' parent
         self.answer_quota = args.answer_kills if self.claude else 0
         self.sessions: list[HarnessSession] = []
         self.session: HarnessSession | None = self.new_session() if self.claude else None
@@ -191,10 +196,10 @@ class EntryTrials:
         index = len(self.runs)
         out, err = self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err"
         out.parent.mkdir(exist_ok=True)
-        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.entry in HOOKS else ""))
+        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.entry in ALL_HOOKS else ""))
         if kind == "drain":
             self._run_once(run)
-        elif self.entry in HOOKS:
+        elif self.entry in ALL_HOOKS:
             self._run_hook(run)
         else:
             self._run_long(run, late_batch)
@@ -227,35 +232,48 @@ class EntryTrials:
 
     def new_session(self) -> HarnessSession:
         session = HarnessSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}",
-                                 codex=self.entry in CODEX_HOOKS)
+                                 harness=self.harness, home=self.system.work)
         self.sessions.append(session)
         self.session = session
+        if self.harness == "opencode":
+            self.host = SessionHost()
         return session
 
     def end_session(self) -> Run:
-        """The session's SessionEnd hook (never killed here): it confirms what the transcript shows and
-        makes the rest unseen again, for the next session."""
+        """The session's end (never killed here). With a SessionEnd hook: it confirms what the record shows
+        and makes the rest unseen again, for the next session. OpenCode: its idle hook confirms what the
+        export shows, then the OpenCode process exits, and what it held is claimed back by the next pull."""
+        run = self.session_hook(SESSION_END_OF[self.harness] or OPENCODE_SESSION_IDLE, "end")
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+        self.new_session()
+        return run
+
+    def session_hook(self, hook: str, kind: str) -> Run:
+        """A hook of the session that hands nothing over (SessionEnd, OpenCode's session.idle), unkilled."""
         assert self.session is not None
         index = len(self.runs)
-        run = Run(index, "end", self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
+        run = Run(index, kind, self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
                   session=self.session.id)
-        end = CODEX_SESSION_END if self.entry in CODEX_HOOKS else SESSION_END
-        payload = self.system.hook_payload(end, self.session.id, **self.session.fields())
-        proc = self.system.spawn_hook(end, run.out, run.err, payload=payload)
+        payload = self.system.hook_payload(hook, self.session.id, **self.session.fields(HOOK_EVENTS[hook]))
+        proc = self.system.spawn_hook(hook, run.out, run.err, payload=payload, host=self.host)
         self._wait_or_kill(proc, None, run)
-        if run.out.read_text(errors="replace").strip() not in ("", "{}"):  # Codex's "nothing to do" is {}
-            self.problems.append(f"run {index} (SessionEnd) wrote to stdout: {run.out.read_text()[:300]!r}")
+        if run.out.read_text(errors="replace").strip() not in ("", "{}"):  # "nothing to do" is {} for some
+            self.problems.append(f"run {index} ({hook}) wrote to stdout: {run.out.read_text()[:300]!r}")
         self.runs.append(run)
-        self.new_session()
         return run
 
     def hook_payload(self, run: Run) -> str:
         if self.session is None:
             return self.system.hook_payload(self.entry, "crash-session")
         run.session = self.session.id
-        fields = self.session.fields()
+        fields = self.session.fields(HOOK_EVENTS[self.entry])
         if self.entry == SESSION_START:
             fields["source"] = "startup" if self.session.hooks == 0 else self.rng.choice(("resume", "compact"))
+        elif HOOK_EVENTS[self.entry] == "SessionStart" and self.harness in ("gemini", "copilot") \
+                and self.session.hooks:
+            fields["source"] = "resume"
         self.session.hooks += 1
         return self.system.hook_payload(self.entry, self.session.id, **fields)
 
@@ -266,7 +284,7 @@ class EntryTrials:
         if run.point in (ANSWER, TIMEOUT):
             self._run_hook_piped(run, payload)
             return
-        proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload)
+        proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload, host=self.host)
         self._wait_or_kill(proc, run.delay, run)
 
     def _run_hook_piped(self, run: Run, payload: str) -> None:
@@ -274,7 +292,7 @@ class EntryTrials:
         (ANSWER), or stall it there until the harness's deadline SIGKILLs it (TIMEOUT). A hook with nothing
         to say exits with its stdout empty; a TIMEOUT deadline that comes first kills it before any answer."""
         started = time.monotonic()
-        proc = self.system.spawn_hook_piped(self.entry, run.err, payload)
+        proc = self.system.spawn_hook_piped(self.entry, run.err, payload, host=self.host)
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         deadline = started + self.args.hook_timeout if run.point == TIMEOUT else started + 120
@@ -399,12 +417,14 @@ class EntryTrials:
             delay = self.rng.uniform(0.0, estimate * 1.1)
         else:
             delay = self.rng.uniform(self.base_s * self.scale * 0.8, estimate * 1.05)
-        late = self.batch_size() if self.entry not in HOOKS and self.rng.random() < 0.4 else 0
+        late = self.batch_size() if self.entry not in ALL_HOOKS and self.rng.random() < 0.4 else 0
         run = self.spawn("trial", delay if point == RANDOM else None, late, point)
-        if self.entry in HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
+        if self.entry in ALL_HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
             self.scale = min(4.0, max(0.25, self.scale * (1.02 if run.killed else 0.94)))
         if self.claude and self.rng.random() < self.args.end_share:
             self.end_session()
+        elif self.harness == "opencode" and self.rng.random() < 0.3:
+            self.session_hook(OPENCODE_SESSION_IDLE, "idle")  # the turn ended (the plugin's session.idle)
         return run
 
     def drain(self) -> None:
@@ -429,7 +449,7 @@ class EntryTrials:
             run.ids = child.acked_ids() if child is not None else []
             return
         text = run.out.read_text(errors="replace") if run.out.exists() else ""
-        if self.entry in HOOKS and run.kind != "drain":
+        if self.entry in ALL_HOOKS and run.kind != "drain":
             try:
                 answer = hook_text(text)
                 run.seen = hook_ids(text, self.expected)
@@ -445,7 +465,7 @@ class EntryTrials:
                 return
             run.ids = run.seen
             if answer is not None and self.session is not None:
-                self.session.record(answer)
+                self.session.record(answer, HOOK_EVENTS[self.entry])
             return
         events, run.torn = ndjson_events(text)
         run.ids = run.seen = new_ids(e for e in events if e.get("persona") == PERSONA)
@@ -456,7 +476,7 @@ class EntryTrials:
         problems.extend(found)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
-        hooks = self.entry in HOOKS
+        hooks = self.entry in ALL_HOOKS
         if hooks:
             max_dup, repeated = self._check_hook_repeats(delivered_at, problems)
         else:
@@ -557,6 +577,8 @@ class EntryTrials:
             self.drain()
             summary = self.check()
         finally:
+            if self.host is not None:
+                self.host.close()
             self.sandbox.stop()
         summary["elapsed_s"] = round(time.monotonic() - started, 1)
         return summary
