@@ -70,9 +70,11 @@ sys.path.insert(0, str(REPO))
 
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa: E402
+from tests.copilotext import FakeExtension  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
     CODEX_SESSION_START,
     CODEX_STOP,
+    COPILOT_WATCH,
     HARNESS_OF,
     HOOK_EVENTS,
     HOOKS,
@@ -91,13 +93,14 @@ from tests.entrypoints import (  # noqa: E402
     hook_text,
     ndjson_events,
     new_ids,
+    text_ids,
 )
 from tests.sessionhost import SessionHost  # noqa: E402
 
 PERSONA = "crashbot"
 OTHERS = ("elsewhere", "noise")
 SENDERS = ("river", "loom", "argus")
-ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS)
+ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS, COPILOT_WATCH)
 ALL_HOOKS = (*HOOKS, *NEW_HOOKS)
 WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 
@@ -128,6 +131,7 @@ class Run:
     point: str = ""  # hooks: RANDOM, ANSWER or TIMEOUT
     answered: bool = False  # hooks: a complete answer was in its stdout
     session: str = ""  # Claude hooks: the session it ran in
+    first_prompt: int = 0  # copilot-watch: the extension's prompts before this run
 
     @property
     def killed(self) -> bool:
@@ -154,7 +158,16 @@ class EntryTrials:
         self.host: SessionHost | None = None  # OpenCode: the session's process, the hooks' parent
         self.answer_quota = args.answer_kills if self.claude else 0
         self.sessions: list[HarnessSession] = []
-        self.session: HarnessSession | None = self.new_session() if self.claude else None
+        self.session: HarnessSession | None = None
+        self.extension: FakeExtension | None = None  # copilot-watch: the session's extension and Copilot
+        self.runtime: Path | None = None
+        if self.claude or entry == COPILOT_WATCH:
+            self.new_session()
+        if entry == COPILOT_WATCH:
+            assert self.session is not None
+            self.runtime = Path(tempfile.mkdtemp(prefix="kp"))  # short: a socket path has at most 107 bytes
+            self.extension = FakeExtension(self.runtime, self.session.transcript, self.session.id,
+                                           record_delay=0.3, refuse_share=0.05, seed=seed)
         self.expected: set[int] = set()
         self.self_echo: set[int] = set()
         self.runs: list[Run] = []
@@ -348,6 +361,14 @@ class EntryTrials:
             delivered = child.acked_ids
             wait_for = child.wait_for
             self._pi = child
+        elif self.entry == COPILOT_WATCH:
+            assert self.extension is not None and self.session is not None and self.runtime is not None
+            run.first_prompt = len(self.extension.prompts)
+            payload = self.system.hook_payload(COPILOT_WATCH, self.session.id)
+            proc = self.system.spawn_hook(COPILOT_WATCH, run.out, run.err, payload=payload,
+                                          env={"XDG_RUNTIME_DIR": str(self.runtime)})
+            delivered = lambda: self.pushed(run)  # noqa: E731
+            wait_for = lambda predicate, timeout: self.watcher_armed(run, timeout)  # noqa: E731
         else:
             run.mode = "events-file" if run.index % 2 else "stdout"
             argv = [*WATCH_ARGS] + (["--events-file", str(run.out)] if run.mode == "events-file" else [])
@@ -436,6 +457,23 @@ class EntryTrials:
 
     # -- checking ------------------------------------------------------------------------------------
 
+    def watcher_armed(self, run: Run, timeout: float) -> bool | None:
+        """copilot-watch: wait for its log's "armed" line (it holds the session's lease), then for its signal
+        handlers (installed right after; a SIGTERM before them ends it with -15, nothing acknowledged)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if b": armed (" in run.err.read_bytes():
+                time.sleep(0.3)
+                return True
+            time.sleep(0.02)
+        return None
+
+    def pushed(self, run: Run) -> list[int]:
+        """copilot-watch: the ids of what the extension took from this run (Copilot records each one as the
+        model is given it, whatever becomes of the watcher)."""
+        assert self.extension is not None
+        return [i for p in self.extension.prompts[run.first_prompt:] for i in text_ids(p["prompt"], self.expected)]
+
     def parse(self, run: Run) -> None:
         """What reached the consumer. The pi child: what the controller acknowledged (pi showed it). A hook:
         its answer only if the hook completed (exit 0); the harness drops a killed hook's output, so mail
@@ -447,6 +485,9 @@ class EntryTrials:
             run.seen = new_ids(events)
             child, self._pi = self._pi, None
             run.ids = child.acked_ids() if child is not None else []
+            return
+        if self.entry == COPILOT_WATCH and run.kind != "drain":
+            run.ids = run.seen = self.pushed(run)
             return
         text = run.out.read_text(errors="replace") if run.out.exists() else ""
         if self.entry in ALL_HOOKS and run.kind != "drain":
@@ -477,8 +518,9 @@ class EntryTrials:
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
         hooks = self.entry in ALL_HOOKS
-        if hooks:
-            max_dup, repeated = self._check_hook_repeats(delivered_at, problems)
+        if hooks or self.entry == COPILOT_WATCH:  # one hand-over a batch: a kill repeats at most one
+            max_dup, repeated = self._check_hook_repeats(delivered_at, problems,
+                                                         own_kill=self.entry == COPILOT_WATCH)
         else:
             # watch, the pi child: one ack per message, so at most one repeat per kill.
             check_one_ack_per_kill(self.runs, per_run, duplicates, kills, problems)
@@ -526,11 +568,13 @@ class EntryTrials:
             "problems": problems,
         }
 
-    def _check_hook_repeats(self, delivered_at: dict[int, list[int]], problems: list[str]) -> tuple[int, int]:
+    def _check_hook_repeats(self, delivered_at: dict[int, list[int]], problems: list[str],
+                            own_kill: bool = False) -> tuple[int, int]:
         """A hook's repeat is a later hand-over (run b) of mail an earlier completed hook already gave the
         model (run a). Only a kill between them can cause that (e.g. the next hook of the session killed
         after reading the transcript, before its confirmation was saved). Each repeat is charged to the last
-        kill between a and b, and a kill may cause at most one repeated hand-over.
+        kill between a and b, and a kill may cause at most one repeated hand-over. `own_kill` (a watcher,
+        whose runs push batch after batch): run a's own kill counts too (killed with a push in flight).
 
         Returns (the most messages one kill caused to repeat, how many kills caused a repeat)."""
         pairs: dict[tuple[int, int], int] = {}
@@ -539,7 +583,7 @@ class EntryTrials:
                 pairs[(a, b)] = pairs.get((a, b), 0) + 1
         charged: dict[int, list[tuple[int, int, int]]] = {}
         for (a, b), count in sorted(pairs.items()):
-            killers = [r.index for r in self.runs[a + 1:b] if r.killed]
+            killers = [r.index for r in self.runs[a if own_kill else a + 1:b] if r.killed]
             if not killers:
                 problems.append(f"run {b} ({self.runs[b].kind}) handed over again {count} messages that run {a} "
                                 f"had given the model, with no kill between them")
@@ -579,6 +623,10 @@ class EntryTrials:
         finally:
             if self.host is not None:
                 self.host.close()
+            if self.extension is not None:
+                self.extension.close()
+            if self.runtime is not None:
+                shutil.rmtree(self.runtime, ignore_errors=True)
             self.sandbox.stop()
         summary["elapsed_s"] = round(time.monotonic() - started, 1)
         return summary

@@ -14,6 +14,7 @@ way the pi extension does, and copies every line to a file.
     hook-gemini-session-start, hook-gemini-after-agent      kijito-pull hook gemini-*   (`{}` for nothing)
     hook-copilot-session-start, hook-copilot-stop           kijito-pull hook copilot-*
     hook-opencode-chat-message  kijito-pull hook opencode-chat-message  (the plugin's call; `{"text": ...}`)
+    copilot-watch       kijito-pull hook copilot-watch   (Copilot's push watcher; tests/copilotext.py)
 
 The hooks of the last three harnesses are not in ENTRIES/HOOKS (the fault matrix and the concurrency test
 cover those); NEW_HOOKS lists them for the crash trials.
@@ -66,6 +67,9 @@ COPILOT_SESSION_END = "hook-copilot-session-end"
 #: OpenCode's plugin calls these two (extensions/opencode/kijito-pull.js): a user message, a turn's end. An
 #: OpenCode session has no end hook: it ends with its process (the holder of its hand-overs).
 OPENCODE_CHAT_MESSAGE = "hook-opencode-chat-message"
+#: Copilot CLI's push watcher (`kijito-pull hook copilot-watch`, started by copilot-session-start in an
+#: interactive session whose extension listens): a long-running entry point, like watch.
+COPILOT_WATCH = "copilot-watch"
 OPENCODE_SESSION_IDLE = "hook-opencode-session-idle"
 HOOK_NAMES.update({e: e.removeprefix("hook-") for e in (
     GEMINI_SESSION_START, GEMINI_AFTER_AGENT, GEMINI_SESSION_END, COPILOT_SESSION_START, COPILOT_STOP,
@@ -83,6 +87,9 @@ NEW_HOOKS = (*GEMINI_HOOKS, *COPILOT_HOOKS, *OPENCODE_HOOKS)
 HARNESS_OF = {SESSION_START: "claude", STOP: "claude", SESSION_END: "claude",
               **{e: e.split("-")[1] for e in HOOK_NAMES if e.split("-")[1] in ("codex", "gemini", "copilot",
                                                                                 "opencode")}}
+HOOK_NAMES[COPILOT_WATCH] = "copilot-watch"
+HOOK_EVENTS[COPILOT_WATCH] = "SessionStart"  # it reads the input of the session-start hook that started it
+HARNESS_OF[COPILOT_WATCH] = "copilot"
 SESSION_END_OF = {"claude": SESSION_END, "codex": CODEX_SESSION_END, "gemini": GEMINI_SESSION_END,
                   "copilot": COPILOT_SESSION_END, "opencode": None}
 #: Hook events that end a turn (their answer may block it: `stop_hook_active` says a run of blocks goes on).
@@ -421,11 +428,14 @@ def hook_text(stdout: str) -> str | None:
 
 
 def hook_ids(stdout: str, universe: Iterable[int] = ()) -> list[int]:
-    """The message ids a hook handed over, in order. Messages that did not even fit the listing are named
-    only as a range ("their ids run from L to H"); those count as the ids of `universe` in that range."""
+    """The message ids a hook handed over, in order (`text_ids` of its answer's text)."""
     text = hook_text(stdout)
-    if text is None:
-        return []
+    return [] if text is None else text_ids(text, universe)
+
+
+def text_ids(text: str, universe: Iterable[int] = ()) -> list[int]:
+    """The message ids one hand-over's text names, in order. Messages that did not even fit the listing are
+    named only as a range ("their ids run from L to H"); those count as the ids of `universe` in that range."""
     ids = [int(m) for m in _HOOK_ID.findall(text)]
     pool = sorted(set(universe))
     for low, high in _HOOK_RANGE.findall(text):
