@@ -8,22 +8,32 @@
     hook-session-start        kijito-pull hook claude-session-start
     hook-codex-stop           kijito-pull hook codex-stop
     hook-codex-session-start  kijito-pull hook codex-session-start
+    hook-gemini-session-start, hook-gemini-after-agent   kijito-pull hook gemini-*  (Gemini CLI)
+    hook-copilot-session-start, hook-copilot-stop        kijito-pull hook copilot-* (Copilot CLI)
+    hook-opencode-chat-message  kijito-pull hook opencode-chat-message (OpenCode's plugin, each user message)
+    copilot-watch             kijito-pull hook copilot-watch: Copilot CLI's push watcher, with a stand-in
+                              extension and Copilot (tests/copilotext.py) that take each push (refusing
+                              some) and record it in events.jsonl 0..0.3 s later; delivered = taken
 
 Per entry point, an in-process sandbox and its own state dir. Each trial sends a random batch (gaps from
 other inboxes' mail, self-echo, now and then a body of some KB and a batch over the window, so the pull
 walks backward), starts the entry point with its output in a file this script opened (the pi child's is
 read by a thread and copied), and SIGKILLs it after a random delay spread over its whole life: start-up,
 fetch, each delivery, each state write. watch and the pi child never exit by themselves, so every trial
-of theirs ends in a kill, and in some trials more mail arrives while they run.
+of theirs ends in a kill, and in some trials more mail arrives while they run (copilot-watch too).
 
-The Claude Code and Codex hooks run as their harnesses run them: each call has a session id and the
-session's transcript (tests.entrypoints.HarnessSession; Codex's rollout), and the harness appends a
-hook's answer (additionalContext, a Stop block's reason) to the transcript only when the hook completed
-(exit 0); a killed hook's output is dropped. Besides the random kills, --answer-kills trials per hook
-kill it right after its answer: kill -9 the moment its stdout (a pipe, as the harness reads it) holds
-the answer, or the harness's hook timeout (the hook stalls 0..--after-answer-ms after its answer, then a
-SIGKILL at --hook-timeout from its start). After some trials the session ends (its SessionEnd hook)
-and a new one starts; the last session ends before the drain. After the trials, unkilled `--once` runs drain the cursor.
+Every hook runs as its harness runs it: each call has a session id, the input its harness gives and the
+session's record (tests.entrypoints.HarnessSession: Claude's transcript, Codex's rollout, Gemini's
+chats/session-*.jsonl, Copilot's events.jsonl, OpenCode's store behind a stand-in `opencode export`), and
+the harness adds a hook's answer (additionalContext, a Stop/AfterAgent block's reason, OpenCode's text
+part) to the record only when the hook completed (exit 0); a killed hook's output is dropped. Besides the
+random kills, --answer-kills trials per hook kill it right after its answer: kill -9 the moment its
+stdout (a pipe, as the harness reads it) holds the answer, or the harness's hook timeout (the hook stalls
+0..--after-answer-ms after its answer, then a SIGKILL at --hook-timeout from its start). After some
+trials the session ends (its SessionEnd hook; OpenCode has none: its session.idle hook runs, then the
+session's OpenCode process, the parent of its hooks (tests/sessionhost.py), exits) and a new one starts;
+the last session ends before the drain. OpenCode's session.idle also runs after some turns, as the plugin
+runs it. After the trials, unkilled `--once` runs drain the cursor.
 
 Delivered means the consumer has it: a completed hook's answer (the model was given it), what the pi
 controller acknowledged, each complete line of watch's stdout or events file and of the drain's output.
@@ -36,12 +46,13 @@ it is lost. Checked, as in crash_trials.py:
   duplicates  a message delivered twice needs a kill. watch and the pi child acknowledge each message:
               the run that delivered it was killed, at most 1 duplicate per kill. A hook's repeat (mail a
               completed hook gave the model, handed over again) is charged to the last kill between the
-              two hand-overs; a kill may cause at most one repeated hand-over
+              two hand-overs; a kill may cause at most one repeated hand-over (copilot-watch: the same,
+              its own kill with a push in flight included)
   exits       unkilled runs exit 0 (SessionEnd included, and it writes nothing); the lock is free at the end
 
-Since the Codex hooks confirm from the rollout too (issue 13), a kill after the answer loses nothing
-for either harness. `in_killed_output` counts the mail killed hooks showed, `in_killed_output_lost` how
-much of it never reached the model later (must be 0).
+Since every hook confirms from its harness's record (Codex since issue 13, the others since issue 21),
+a kill after the answer loses nothing. `in_killed_output` counts the mail killed hooks showed,
+`in_killed_output_lost` how much of it never reached the model later (must be 0).
 
     .venv/bin/python scripts/crash_entries.py --entry all --kills 350 --answer-kills 200 --seed 1
 """
@@ -639,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=400,
                         help="SIGKILLs at a random moment per entry point (default 400)")
     parser.add_argument("--answer-kills", type=int, default=200,
-                        help="per Claude Code and Codex hook, kills right after its answer: kill -9 the moment "
+                        help="per hook, kills right after its answer: kill -9 the moment "
                              "its stdout holds the answer, or the harness's timeout after it stalled there "
                              "(default 200)")
     parser.add_argument("--hook-timeout", type=float, default=1.5,

@@ -7,6 +7,8 @@ tests/e2e/test_copilot_e2e.py.
 
     refuse        every prompt fails
     refuse_share  this share of prompts fails (at random)
+    hang          set: a prompt gets no answer and is never taken (the session is stuck)
+    records       False: a prompt is taken, never recorded (the model not given it yet: a queued turn)
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import random
 import socket
 import threading
+import time
 from pathlib import Path
 
 
@@ -31,6 +34,8 @@ class FakeExtension:
         self.rng = random.Random(seed)
         self.prompts: list[dict] = []
         self.refuse = False
+        self.hang = threading.Event()
+        self.records = True
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -54,12 +59,18 @@ class FakeExtension:
     def _answer(self, request: dict) -> dict:
         if request.get("hello"):
             return {"session": self.session_id}
+        if self.hang.is_set():
+            while self.hang.is_set():
+                time.sleep(0.05)
+            return {"error": "dropped"}  # by then its sender is gone
         with self._lock:
             if self.refuse or (self.refuse_share and self.rng.random() < self.refuse_share):
                 return {"error": "session is shutting down"}
             self.prompts.append(request)
             n = len(self.prompts)
-        if self.record_delay:
+        if not self.records:
+            pass
+        elif self.record_delay:
             timer = threading.Timer(self.rng.uniform(0.0, self.record_delay), self._record, args=(request,))
             self._timers.append(timer)
             timer.start()

@@ -1,7 +1,7 @@
 """kill -9 of watch, the pi child and the hooks (issue 6, item 2, beyond --once; issue 11: delivered means
 the model has it).
 
-`scripts/crash_entries.py` (tests/test_reliability.py runs scripts/crash_trials.py for `--once`), in two
+`scripts/crash_entries.py` (tests/test_reliability.py runs scripts/crash_trials.py for `--once`), in three
 concurrent runs of the script:
 
 - 30 SIGKILLs at random moments each of watch (half with --events-file, where a kill can land
@@ -10,15 +10,20 @@ concurrent runs of the script:
 - 20 kills each of the two Claude hooks right after their answer: kill -9 the moment stdout holds it, or
   the harness's timeout after the hook stalled there. The Claude hooks run in sessions with transcripts,
   and the harness records a hook's answer there only when the hook completed; sessions end now and then;
-- 15 random kills and 10 answer kills of each Codex hook, in sessions with a rollout (issue 13).
+- 15 random kills and 10 answer kills of each Codex hook, in sessions with a rollout (issue 13);
+- in a third run (issue 21), 10 random kills and 6 answer kills of each hook of the Gemini CLI (SessionStart,
+  AfterAgent), Copilot CLI (SessionStart, Stop) and OpenCode (the plugin's chat.message) harnesses, each in
+  sessions with its harness's own record (chats/session-*.jsonl, events.jsonl, `opencode export`), and 10
+  kills of Copilot's push watcher (copilot-watch) with a stand-in extension.
 
 Delivered means the model (or consumer) has it: a completed hook's answer, what the pi controller
 acknowledged, the lines of watch's output. Mail seen only in a killed hook's output is lost unless a later
 hand-over gives it again. Nothing may be lost; watch and the pi child repeat at most one message per kill;
 a hook's kill repeats at most one hand-over; unkilled runs exit 0 and the lock is free at the end.
 
-The Codex hooks confirm from the session's rollout as the Claude hooks do from the transcript, so they
-are held to the same rule: nothing lost, mail in killed answers reaches the model later.
+The Codex hooks confirm from the session's rollout as the Claude hooks do from the transcript, and the
+Gemini, Copilot and OpenCode hooks from their harness's record, so all are held to the same rule: nothing
+lost, mail in killed answers reaches the model later.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ import sys
 import pytest
 
 from tests.clirunner import REPO
-from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, PI_CHILD, SESSION_START, STOP, WATCH
+from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, COPILOT_WATCH, NEW_HOOKS, PI_CHILD, SESSION_START, STOP, WATCH
 
 MAIN = (WATCH, PI_CHILD, STOP, SESSION_START)
 MAIN_KILLS, ANSWER_KILLS, CODEX_KILLS, CODEX_ANSWER_KILLS = 30, 20, 15, 10
+NEW = (*NEW_HOOKS, COPILOT_WATCH)
+NEW_KILLS, NEW_ANSWER_KILLS = 10, 6
 
 
 def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir) -> subprocess.Popen:
@@ -59,10 +66,11 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     seed = secrets.randbelow(2**31)
     main = _start(MAIN, MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main")
     codex = _start(CODEX_HOOKS, CODEX_KILLS, CODEX_ANSWER_KILLS, seed + 100, tmp_path / "codex")
-    total, codex_total = _summary(main), _summary(codex)
-    by_entry = {s["entry"]: s for t in (total, codex_total) for s in t["entries"]}
+    new = _start(NEW, NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
+    total, codex_total, new_total = _summary(main), _summary(codex), _summary(new)
+    by_entry = {s["entry"]: s for t in (total, codex_total, new_total) for s in t["entries"]}
     context = f"seed={seed}: {json.dumps(by_entry)}"
-    assert set(by_entry) == set(MAIN) | set(CODEX_HOOKS), context
+    assert set(by_entry) == set(MAIN) | set(CODEX_HOOKS) | set(NEW), context
 
     assert total["problems"] == [], context
     assert main.returncode == 0, context
@@ -98,3 +106,18 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
         assert sum(s["answer_kills"].values()) >= CODEX_ANSWER_KILLS and s["answer_kills"]["answer"] > 0, context
         assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
         assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
+
+    assert new_total["problems"] == [], context
+    assert new.returncode == 0, context
+    for entry in NEW_HOOKS:
+        s = by_entry[entry]
+        assert s["lost"] == 0 and s["delivered"] == s["sent"], (entry, context)
+        assert s["random_kills"] >= NEW_KILLS, (entry, context)
+        assert sum(s["answer_kills"].values()) >= NEW_ANSWER_KILLS and s["answer_kills"]["answer"] > 0, context
+        assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
+        assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
+        assert s["session_ends"] >= 2, (entry, context)  # OpenCode's: its process exits
+    s = by_entry[COPILOT_WATCH]
+    assert s["lost"] == 0 and s["delivered"] == s["sent"] and s["kills"] >= NEW_KILLS, context
+    assert s["killed_during_delivery"] >= 3 and s["sent_while_running"] > 0, context
+    assert s["kills_that_caused_duplicates"] <= s["kills"], context

@@ -111,3 +111,50 @@ def test_a_socket_outside_a_private_folder_is_never_used(c, runtime):
         assert "not a private folder" in Extension.of(environ, SID).send("hello", "enqueue")
     finally:
         ext.close()
+
+
+def test_a_watcher_killed_before_its_push_leaves_nothing_stuck(sb, c, runtime):
+    """A watcher killed -9 after recording its batch as pending and before Copilot took it: the session's next
+    watcher pushes it again at once, instead of waiting on it until the holder's deadline (two hours)."""
+    ext = FakeExtension(runtime, c.record, SID)
+    ext.hang.set()
+    first = _watch(c, runtime)
+    try:
+        sb.send(PERSONA, "loom", "MAIL-CUT-OFF")
+        assert _wait(lambda: any(p["holder"] == f"copilot-push:{SID}" for p in c.pending())), c.pending()
+        time.sleep(0.3)  # its push is on its way, and hangs
+    finally:
+        first.kill()
+        first.wait(timeout=10)
+        ext.hang.clear()
+    second = _watch(c, runtime)
+    try:
+        assert _wait(lambda: ext.prompts, timeout=10), second.stderr
+        assert "MAIL-CUT-OFF" in ext.prompts[0]["prompt"]
+        assert _wait(lambda: c.pending() == []), c.pending()  # recorded, so confirmed
+    finally:
+        second.kill()
+        second.wait(timeout=10)
+        ext.close()
+
+
+def test_session_end_settles_what_only_the_watcher_handed_over(sb, c, runtime):
+    """No hook of the session handed mail over, the watcher did, and Copilot never recorded it (a queued turn
+    the session ended before): SessionEnd makes it unseen again at once, for the next session."""
+    ext = FakeExtension(runtime, c.record, SID)
+    ext.records = False
+    watcher = _watch(c, runtime)
+    try:
+        sb.send(PERSONA, "loom", "MAIL-QUEUED")
+        assert _wait(lambda: ext.prompts), watcher.stderr
+        assert [p["holder"] for p in c.pending()] == [f"copilot-push:{SID}"]
+        code, out, err = c.hook("copilot-session-end", "SessionEnd", reason="complete")
+        assert (code, out) == (0, ""), err
+        assert watcher.wait(timeout=10) == 0  # SessionEnd ends the watcher too
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait(timeout=10)
+        ext.close()
+    assert all(p["holder"] is None for p in c.pending()), c.pending()
+    assert "MAIL-QUEUED" in c.run("--once", "--peek", "--persona", PERSONA)[1]
