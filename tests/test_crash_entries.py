@@ -11,10 +11,10 @@ concurrent runs of the script:
   the harness's timeout after the hook stalled there. The Claude hooks run in sessions with transcripts,
   and the harness records a hook's answer there only when the hook completed; sessions end now and then;
 - 15 random kills and 10 answer kills of each Codex hook, in sessions with a rollout (issue 13);
-- in a third run (issue 21), 10 random kills and 6 answer kills of each hook of the Gemini CLI (SessionStart,
+- in a third run (issue 21), 8 random kills and 4 answer kills of each hook of the Gemini CLI (SessionStart,
   AfterAgent), Copilot CLI (SessionStart, Stop) and OpenCode (the plugin's chat.message) harnesses, each in
-  sessions with its harness's own record (chats/session-*.jsonl, events.jsonl, `opencode export`), and 10
-  kills of Copilot's push watcher (copilot-watch) with a stand-in extension.
+  sessions with its harness's own record (chats/session-*.jsonl, events.jsonl, `opencode export`); and, in
+  the first run, 30 kills of Copilot's push watcher (copilot-watch) with a stand-in extension.
 
 Delivered means the model (or consumer) has it: a completed hook's answer, what the pi controller
 acknowledged, the lines of watch's output. Mail seen only in a killed hook's output is lost unless a later
@@ -40,8 +40,7 @@ from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, COPILOT_WATCH, NEW_HOOK
 
 MAIN = (WATCH, PI_CHILD, STOP, SESSION_START)
 MAIN_KILLS, ANSWER_KILLS, CODEX_KILLS, CODEX_ANSWER_KILLS = 30, 20, 15, 10
-NEW = (*NEW_HOOKS, COPILOT_WATCH)
-NEW_KILLS, NEW_ANSWER_KILLS = 10, 6
+NEW_KILLS, NEW_ANSWER_KILLS = 8, 4
 
 
 def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir) -> subprocess.Popen:
@@ -64,13 +63,13 @@ def _summary(proc: subprocess.Popen) -> dict:
 @pytest.mark.slow
 def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     seed = secrets.randbelow(2**31)
-    main = _start(MAIN, MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main")
+    main = _start((*MAIN, COPILOT_WATCH), MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main")
     codex = _start(CODEX_HOOKS, CODEX_KILLS, CODEX_ANSWER_KILLS, seed + 100, tmp_path / "codex")
-    new = _start(NEW, NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
+    new = _start(NEW_HOOKS, NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
     total, codex_total, new_total = _summary(main), _summary(codex), _summary(new)
     by_entry = {s["entry"]: s for t in (total, codex_total, new_total) for s in t["entries"]}
     context = f"seed={seed}: {json.dumps(by_entry)}"
-    assert set(by_entry) == set(MAIN) | set(CODEX_HOOKS) | set(NEW), context
+    assert set(by_entry) == set(MAIN) | {COPILOT_WATCH} | set(CODEX_HOOKS) | set(NEW_HOOKS), context
 
     assert total["problems"] == [], context
     assert main.returncode == 0, context
@@ -116,8 +115,10 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
         assert sum(s["answer_kills"].values()) >= NEW_ANSWER_KILLS and s["answer_kills"]["answer"] > 0, context
         assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
         assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
-        assert s["session_ends"] >= 2, (entry, context)  # OpenCode's: its process exits
-    s = by_entry[COPILOT_WATCH]
-    assert s["lost"] == 0 and s["delivered"] == s["sent"] and s["kills"] >= NEW_KILLS, context
+        # With this few trials a session may end only at the last (each run ends its last session before the
+        # drain: OpenCode's by its process's exit, without which its held mail would wait for the deadline).
+        assert s["session_ends"] >= 1, (entry, context)
+    s = by_entry[COPILOT_WATCH]  # one batch in flight: a kill repeats at most that one (the script checks)
+    assert s["lost"] == 0 and s["delivered"] == s["sent"] and s["kills"] >= MAIN_KILLS, context
     assert s["killed_during_delivery"] >= 3 and s["sent_while_running"] > 0, context
     assert s["kills_that_caused_duplicates"] <= s["kills"], context
