@@ -8,22 +8,32 @@
     hook-session-start        kijito-pull hook claude-session-start
     hook-codex-stop           kijito-pull hook codex-stop
     hook-codex-session-start  kijito-pull hook codex-session-start
+    hook-gemini-session-start, hook-gemini-after-agent   kijito-pull hook gemini-*  (Gemini CLI)
+    hook-copilot-session-start, hook-copilot-stop        kijito-pull hook copilot-* (Copilot CLI)
+    hook-opencode-chat-message  kijito-pull hook opencode-chat-message (OpenCode's plugin, each user message)
+    copilot-watch             kijito-pull hook copilot-watch: Copilot CLI's push watcher, with a stand-in
+                              extension and Copilot (tests/copilotext.py) that take each push (refusing
+                              some) and record it in events.jsonl 0..0.3 s later; delivered = taken
 
 Per entry point, an in-process sandbox and its own state dir. Each trial sends a random batch (gaps from
 other inboxes' mail, self-echo, now and then a body of some KB and a batch over the window, so the pull
 walks backward), starts the entry point with its output in a file this script opened (the pi child's is
 read by a thread and copied), and SIGKILLs it after a random delay spread over its whole life: start-up,
 fetch, each delivery, each state write. watch and the pi child never exit by themselves, so every trial
-of theirs ends in a kill, and in some trials more mail arrives while they run.
+of theirs ends in a kill, and in some trials more mail arrives while they run (copilot-watch too).
 
-The Claude Code and Codex hooks run as their harnesses run them: each call has a session id and the
-session's transcript (tests.entrypoints.HarnessSession; Codex's rollout), and the harness appends a
-hook's answer (additionalContext, a Stop block's reason) to the transcript only when the hook completed
-(exit 0); a killed hook's output is dropped. Besides the random kills, --answer-kills trials per hook
-kill it right after its answer: kill -9 the moment its stdout (a pipe, as the harness reads it) holds
-the answer, or the harness's hook timeout (the hook stalls 0..--after-answer-ms after its answer, then a
-SIGKILL at --hook-timeout from its start). After some trials the session ends (its SessionEnd hook)
-and a new one starts; the last session ends before the drain. After the trials, unkilled `--once` runs drain the cursor.
+Every hook runs as its harness runs it: each call has a session id, the input its harness gives and the
+session's record (tests.entrypoints.HarnessSession: Claude's transcript, Codex's rollout, Gemini's
+chats/session-*.jsonl, Copilot's events.jsonl, OpenCode's store behind a stand-in `opencode export`), and
+the harness adds a hook's answer (additionalContext, a Stop/AfterAgent block's reason, OpenCode's text
+part) to the record only when the hook completed (exit 0); a killed hook's output is dropped. Besides the
+random kills, --answer-kills trials per hook kill it right after its answer: kill -9 the moment its
+stdout (a pipe, as the harness reads it) holds the answer, or the harness's hook timeout (the hook stalls
+0..--after-answer-ms after its answer, then a SIGKILL at --hook-timeout from its start). After some
+trials the session ends (its SessionEnd hook; OpenCode has none: its session.idle hook runs, then the
+session's OpenCode process, the parent of its hooks (tests/sessionhost.py), exits) and a new one starts;
+the last session ends before the drain. OpenCode's session.idle also runs after some turns, as the plugin
+runs it. After the trials, unkilled `--once` runs drain the cursor.
 
 Delivered means the consumer has it: a completed hook's answer (the model was given it), what the pi
 controller acknowledged, each complete line of watch's stdout or events file and of the drain's output.
@@ -36,12 +46,13 @@ it is lost. Checked, as in crash_trials.py:
   duplicates  a message delivered twice needs a kill. watch and the pi child acknowledge each message:
               the run that delivered it was killed, at most 1 duplicate per kill. A hook's repeat (mail a
               completed hook gave the model, handed over again) is charged to the last kill between the
-              two hand-overs; a kill may cause at most one repeated hand-over
+              two hand-overs; a kill may cause at most one repeated hand-over (copilot-watch: the same,
+              its own kill with a push in flight included)
   exits       unkilled runs exit 0 (SessionEnd included, and it writes nothing); the lock is free at the end
 
-Since the Codex hooks confirm from the rollout too (issue 13), a kill after the answer loses nothing
-for either harness. `in_killed_output` counts the mail killed hooks showed, `in_killed_output_lost` how
-much of it never reached the model later (must be 0).
+Since every hook confirms from its harness's record (Codex since issue 13, the others since issue 21),
+a kill after the answer loses nothing. `in_killed_output` counts the mail killed hooks showed,
+`in_killed_output_lost` how much of it never reached the model later (must be 0).
 
     .venv/bin/python scripts/crash_entries.py --entry all --kills 350 --answer-kills 200 --seed 1
 """
@@ -70,15 +81,18 @@ sys.path.insert(0, str(REPO))
 
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa: E402
+from tests.copilotext import FakeExtension  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
-    CLAUDE_HOOKS,
-    CODEX_HOOKS,
-    CODEX_SESSION_END,
     CODEX_SESSION_START,
     CODEX_STOP,
+    COPILOT_WATCH,
+    HARNESS_OF,
+    HOOK_EVENTS,
     HOOKS,
+    NEW_HOOKS,
+    OPENCODE_SESSION_IDLE,
     PI_CHILD,
-    SESSION_END,
+    SESSION_END_OF,
     SESSION_START,
     STOP,
     WATCH,
@@ -90,12 +104,15 @@ from tests.entrypoints import (  # noqa: E402
     hook_text,
     ndjson_events,
     new_ids,
+    text_ids,
 )
+from tests.sessionhost import SessionHost  # noqa: E402
 
 PERSONA = "crashbot"
 OTHERS = ("elsewhere", "noise")
 SENDERS = ("river", "loom", "argus")
-ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START)
+ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS, COPILOT_WATCH)
+ALL_HOOKS = (*HOOKS, *NEW_HOOKS)
 WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 
 
@@ -111,7 +128,7 @@ RANDOM, ANSWER, TIMEOUT = "random", "answer", "timeout"
 @dataclass
 class Run:
     index: int
-    kind: str  # "calibrate" | "trial" | "drain" | "end" (a session's SessionEnd hook)
+    kind: str  # "calibrate" | "trial" | "drain" | "end" (a session ends) | "idle" (OpenCode: a turn ends)
     out: Path
     err: Path
     mode: str = ""  # watch: "stdout" or "events-file"
@@ -125,6 +142,7 @@ class Run:
     point: str = ""  # hooks: RANDOM, ANSWER or TIMEOUT
     answered: bool = False  # hooks: a complete answer was in its stdout
     session: str = ""  # Claude hooks: the session it ran in
+    first_prompt: int = 0  # copilot-watch: the extension's prompts before this run
 
     @property
     def killed(self) -> bool:
@@ -144,12 +162,23 @@ class EntryTrials:
         self.sandbox.add_persona(PERSONA, memory_count=1)
         self.system = System(self.sandbox.url, self.token, self.work, PERSONA,
                              extra_env={"KIJITO_PULL_MAX_STOP_BLOCKS": "100"})
-        # Claude Code hooks run in sessions with transcripts (confirmation from the transcript); a session
-        # ends now and then (its SessionEnd hook), and the next one starts.
-        self.claude = entry in CLAUDE_HOOKS or entry in CODEX_HOOKS  # a hook in a session with a transcript
+        # Every hook runs in sessions with its harness's record (confirmation from the record); a session
+        # ends now and then (its SessionEnd hook, or for OpenCode its process), and the next one starts.
+        self.claude = entry in ALL_HOOKS  # a hook in a session with a record
+        self.harness = HARNESS_OF.get(entry, "")
+        self.host: SessionHost | None = None  # OpenCode: the session's process, the hooks' parent
         self.answer_quota = args.answer_kills if self.claude else 0
         self.sessions: list[HarnessSession] = []
-        self.session: HarnessSession | None = self.new_session() if self.claude else None
+        self.session: HarnessSession | None = None
+        self.extension: FakeExtension | None = None  # copilot-watch: the session's extension and Copilot
+        self.runtime: Path | None = None
+        if self.claude or entry == COPILOT_WATCH:
+            self.new_session()
+        if entry == COPILOT_WATCH:
+            assert self.session is not None
+            self.runtime = Path(tempfile.mkdtemp(prefix="kp"))  # short: a socket path has at most 107 bytes
+            self.extension = FakeExtension(self.runtime, self.session.transcript, self.session.id,
+                                           record_delay=0.3, refuse_share=0.05, seed=seed)
         self.expected: set[int] = set()
         self.self_echo: set[int] = set()
         self.runs: list[Run] = []
@@ -191,10 +220,10 @@ class EntryTrials:
         index = len(self.runs)
         out, err = self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err"
         out.parent.mkdir(exist_ok=True)
-        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.entry in HOOKS else ""))
+        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.entry in ALL_HOOKS else ""))
         if kind == "drain":
             self._run_once(run)
-        elif self.entry in HOOKS:
+        elif self.entry in ALL_HOOKS:
             self._run_hook(run)
         else:
             self._run_long(run, late_batch)
@@ -227,35 +256,48 @@ class EntryTrials:
 
     def new_session(self) -> HarnessSession:
         session = HarnessSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}",
-                                 codex=self.entry in CODEX_HOOKS)
+                                 harness=self.harness, home=self.system.work)
         self.sessions.append(session)
         self.session = session
+        if self.harness == "opencode":
+            self.host = SessionHost()
         return session
 
     def end_session(self) -> Run:
-        """The session's SessionEnd hook (never killed here): it confirms what the transcript shows and
-        makes the rest unseen again, for the next session."""
+        """The session's end (never killed here). With a SessionEnd hook: it confirms what the record shows
+        and makes the rest unseen again, for the next session. OpenCode: its idle hook confirms what the
+        export shows, then the OpenCode process exits, and what it held is claimed back by the next pull."""
+        run = self.session_hook(SESSION_END_OF[self.harness] or OPENCODE_SESSION_IDLE, "end")
+        if self.host is not None:
+            self.host.close()
+            self.host = None
+        self.new_session()
+        return run
+
+    def session_hook(self, hook: str, kind: str) -> Run:
+        """A hook of the session that hands nothing over (SessionEnd, OpenCode's session.idle), unkilled."""
         assert self.session is not None
         index = len(self.runs)
-        run = Run(index, "end", self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
+        run = Run(index, kind, self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
                   session=self.session.id)
-        end = CODEX_SESSION_END if self.entry in CODEX_HOOKS else SESSION_END
-        payload = self.system.hook_payload(end, self.session.id, **self.session.fields())
-        proc = self.system.spawn_hook(end, run.out, run.err, payload=payload)
+        payload = self.system.hook_payload(hook, self.session.id, **self.session.fields(HOOK_EVENTS[hook]))
+        proc = self.system.spawn_hook(hook, run.out, run.err, payload=payload, host=self.host)
         self._wait_or_kill(proc, None, run)
-        if run.out.read_text(errors="replace").strip() not in ("", "{}"):  # Codex's "nothing to do" is {}
-            self.problems.append(f"run {index} (SessionEnd) wrote to stdout: {run.out.read_text()[:300]!r}")
+        if run.out.read_text(errors="replace").strip() not in ("", "{}"):  # "nothing to do" is {} for some
+            self.problems.append(f"run {index} ({hook}) wrote to stdout: {run.out.read_text()[:300]!r}")
         self.runs.append(run)
-        self.new_session()
         return run
 
     def hook_payload(self, run: Run) -> str:
         if self.session is None:
             return self.system.hook_payload(self.entry, "crash-session")
         run.session = self.session.id
-        fields = self.session.fields()
+        fields = self.session.fields(HOOK_EVENTS[self.entry])
         if self.entry == SESSION_START:
             fields["source"] = "startup" if self.session.hooks == 0 else self.rng.choice(("resume", "compact"))
+        elif HOOK_EVENTS[self.entry] == "SessionStart" and self.harness in ("gemini", "copilot") \
+                and self.session.hooks:
+            fields["source"] = "resume"
         self.session.hooks += 1
         return self.system.hook_payload(self.entry, self.session.id, **fields)
 
@@ -266,7 +308,7 @@ class EntryTrials:
         if run.point in (ANSWER, TIMEOUT):
             self._run_hook_piped(run, payload)
             return
-        proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload)
+        proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload, host=self.host)
         self._wait_or_kill(proc, run.delay, run)
 
     def _run_hook_piped(self, run: Run, payload: str) -> None:
@@ -274,7 +316,7 @@ class EntryTrials:
         (ANSWER), or stall it there until the harness's deadline SIGKILLs it (TIMEOUT). A hook with nothing
         to say exits with its stdout empty; a TIMEOUT deadline that comes first kills it before any answer."""
         started = time.monotonic()
-        proc = self.system.spawn_hook_piped(self.entry, run.err, payload)
+        proc = self.system.spawn_hook_piped(self.entry, run.err, payload, host=self.host)
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         deadline = started + self.args.hook_timeout if run.point == TIMEOUT else started + 120
@@ -330,6 +372,14 @@ class EntryTrials:
             delivered = child.acked_ids
             wait_for = child.wait_for
             self._pi = child
+        elif self.entry == COPILOT_WATCH:
+            assert self.extension is not None and self.session is not None and self.runtime is not None
+            run.first_prompt = len(self.extension.prompts)
+            payload = self.system.hook_payload(COPILOT_WATCH, self.session.id)
+            proc = self.system.spawn_hook(COPILOT_WATCH, run.out, run.err, payload=payload,
+                                          env={"XDG_RUNTIME_DIR": str(self.runtime)})
+            delivered = lambda: self.pushed(run)  # noqa: E731
+            wait_for = lambda predicate, timeout: self.watcher_armed(run, timeout)  # noqa: E731
         else:
             run.mode = "events-file" if run.index % 2 else "stdout"
             argv = [*WATCH_ARGS] + (["--events-file", str(run.out)] if run.mode == "events-file" else [])
@@ -399,12 +449,14 @@ class EntryTrials:
             delay = self.rng.uniform(0.0, estimate * 1.1)
         else:
             delay = self.rng.uniform(self.base_s * self.scale * 0.8, estimate * 1.05)
-        late = self.batch_size() if self.entry not in HOOKS and self.rng.random() < 0.4 else 0
+        late = self.batch_size() if self.entry not in ALL_HOOKS and self.rng.random() < 0.4 else 0
         run = self.spawn("trial", delay if point == RANDOM else None, late, point)
-        if self.entry in HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
+        if self.entry in ALL_HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
             self.scale = min(4.0, max(0.25, self.scale * (1.02 if run.killed else 0.94)))
         if self.claude and self.rng.random() < self.args.end_share:
             self.end_session()
+        elif self.harness == "opencode" and self.rng.random() < 0.3:
+            self.session_hook(OPENCODE_SESSION_IDLE, "idle")  # the turn ended (the plugin's session.idle)
         return run
 
     def drain(self) -> None:
@@ -415,6 +467,23 @@ class EntryTrials:
         self.problems.append(f"drain: still delivering after {self.args.drain_limit} unkilled runs")
 
     # -- checking ------------------------------------------------------------------------------------
+
+    def watcher_armed(self, run: Run, timeout: float) -> bool | None:
+        """copilot-watch: wait for its log's "armed" line (it holds the session's lease), then for its signal
+        handlers (installed right after; a SIGTERM before them ends it with -15, nothing acknowledged)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if b": armed (" in run.err.read_bytes():
+                time.sleep(0.3)
+                return True
+            time.sleep(0.02)
+        return None
+
+    def pushed(self, run: Run) -> list[int]:
+        """copilot-watch: the ids of what the extension took from this run (Copilot records each one as the
+        model is given it, whatever becomes of the watcher)."""
+        assert self.extension is not None
+        return [i for p in self.extension.prompts[run.first_prompt:] for i in text_ids(p["prompt"], self.expected)]
 
     def parse(self, run: Run) -> None:
         """What reached the consumer. The pi child: what the controller acknowledged (pi showed it). A hook:
@@ -428,8 +497,11 @@ class EntryTrials:
             child, self._pi = self._pi, None
             run.ids = child.acked_ids() if child is not None else []
             return
+        if self.entry == COPILOT_WATCH and run.kind != "drain":
+            run.ids = run.seen = self.pushed(run)
+            return
         text = run.out.read_text(errors="replace") if run.out.exists() else ""
-        if self.entry in HOOKS and run.kind != "drain":
+        if self.entry in ALL_HOOKS and run.kind != "drain":
             try:
                 answer = hook_text(text)
                 run.seen = hook_ids(text, self.expected)
@@ -445,7 +517,7 @@ class EntryTrials:
                 return
             run.ids = run.seen
             if answer is not None and self.session is not None:
-                self.session.record(answer)
+                self.session.record(answer, HOOK_EVENTS[self.entry])
             return
         events, run.torn = ndjson_events(text)
         run.ids = run.seen = new_ids(e for e in events if e.get("persona") == PERSONA)
@@ -456,9 +528,10 @@ class EntryTrials:
         problems.extend(found)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
-        hooks = self.entry in HOOKS
-        if hooks:
-            max_dup, repeated = self._check_hook_repeats(delivered_at, problems)
+        hooks = self.entry in ALL_HOOKS
+        if hooks or self.entry == COPILOT_WATCH:  # one hand-over a batch: a kill repeats at most one
+            max_dup, repeated = self._check_hook_repeats(delivered_at, problems,
+                                                         own_kill=self.entry == COPILOT_WATCH)
         else:
             # watch, the pi child: one ack per message, so at most one repeat per kill.
             check_one_ack_per_kill(self.runs, per_run, duplicates, kills, problems)
@@ -506,11 +579,13 @@ class EntryTrials:
             "problems": problems,
         }
 
-    def _check_hook_repeats(self, delivered_at: dict[int, list[int]], problems: list[str]) -> tuple[int, int]:
+    def _check_hook_repeats(self, delivered_at: dict[int, list[int]], problems: list[str],
+                            own_kill: bool = False) -> tuple[int, int]:
         """A hook's repeat is a later hand-over (run b) of mail an earlier completed hook already gave the
         model (run a). Only a kill between them can cause that (e.g. the next hook of the session killed
         after reading the transcript, before its confirmation was saved). Each repeat is charged to the last
-        kill between a and b, and a kill may cause at most one repeated hand-over.
+        kill between a and b, and a kill may cause at most one repeated hand-over. `own_kill` (a watcher,
+        whose runs push batch after batch): run a's own kill counts too (killed with a push in flight).
 
         Returns (the most messages one kill caused to repeat, how many kills caused a repeat)."""
         pairs: dict[tuple[int, int], int] = {}
@@ -519,7 +594,7 @@ class EntryTrials:
                 pairs[(a, b)] = pairs.get((a, b), 0) + 1
         charged: dict[int, list[tuple[int, int, int]]] = {}
         for (a, b), count in sorted(pairs.items()):
-            killers = [r.index for r in self.runs[a + 1:b] if r.killed]
+            killers = [r.index for r in self.runs[a if own_kill else a + 1:b] if r.killed]
             if not killers:
                 problems.append(f"run {b} ({self.runs[b].kind}) handed over again {count} messages that run {a} "
                                 f"had given the model, with no kill between them")
@@ -557,6 +632,12 @@ class EntryTrials:
             self.drain()
             summary = self.check()
         finally:
+            if self.host is not None:
+                self.host.close()
+            if self.extension is not None:
+                self.extension.close()
+            if self.runtime is not None:
+                shutil.rmtree(self.runtime, ignore_errors=True)
             self.sandbox.stop()
         summary["elapsed_s"] = round(time.monotonic() - started, 1)
         return summary
@@ -569,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=400,
                         help="SIGKILLs at a random moment per entry point (default 400)")
     parser.add_argument("--answer-kills", type=int, default=200,
-                        help="per Claude Code and Codex hook, kills right after its answer: kill -9 the moment "
+                        help="per hook, kills right after its answer: kill -9 the moment "
                              "its stdout holds the answer, or the harness's timeout after it stalled there "
                              "(default 200)")
     parser.add_argument("--hook-timeout", type=float, default=1.5,

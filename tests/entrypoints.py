@@ -11,6 +11,13 @@ way the pi extension does, and copies every line to a file.
     hook-stop           kijito-pull hook claude-stop
     pi-child            kijito-pull watch --persona P --ack-stdin   (acked by a thread)
     hook-codex-session-start, hook-codex-stop   kijito-pull hook codex-*  (Codex: `{}` for nothing)
+    hook-gemini-session-start, hook-gemini-after-agent      kijito-pull hook gemini-*   (`{}` for nothing)
+    hook-copilot-session-start, hook-copilot-stop           kijito-pull hook copilot-*
+    hook-opencode-chat-message  kijito-pull hook opencode-chat-message  (the plugin's call; `{"text": ...}`)
+    copilot-watch       kijito-pull hook copilot-watch   (Copilot's push watcher; tests/copilotext.py)
+
+The hooks of the last three harnesses are not in ENTRIES/HOOKS (the fault matrix and the concurrency test
+cover those); NEW_HOOKS lists them for the crash trials.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.sessionhost import HostedProc, SessionHost
 
 REPO = Path(__file__).resolve().parent.parent
 #: The console script, as Claude Code runs it (its early gate answers hooks before the CLI imports).
@@ -49,7 +58,42 @@ HOOK_NAMES = {SESSION_START: "claude-session-start", STOP: "claude-stop",
               SESSION_END: "claude-session-end", CODEX_SESSION_END: "codex-session-end"}
 HOOK_EVENTS = {SESSION_START: "SessionStart", STOP: "Stop", CODEX_SESSION_START: "SessionStart",
                CODEX_STOP: "Stop", SESSION_END: "SessionEnd", CODEX_SESSION_END: "SessionEnd"}
+GEMINI_SESSION_START = "hook-gemini-session-start"
+GEMINI_AFTER_AGENT = "hook-gemini-after-agent"
+GEMINI_SESSION_END = "hook-gemini-session-end"
+COPILOT_SESSION_START = "hook-copilot-session-start"
+COPILOT_STOP = "hook-copilot-stop"
+COPILOT_SESSION_END = "hook-copilot-session-end"
+#: OpenCode's plugin calls these two (extensions/opencode/kijito-pull.js): a user message, a turn's end. An
+#: OpenCode session has no end hook: it ends with its process (the holder of its hand-overs).
+OPENCODE_CHAT_MESSAGE = "hook-opencode-chat-message"
+#: Copilot CLI's push watcher (`kijito-pull hook copilot-watch`, started by copilot-session-start in an
+#: interactive session whose extension listens): a long-running entry point, like watch.
+COPILOT_WATCH = "copilot-watch"
+OPENCODE_SESSION_IDLE = "hook-opencode-session-idle"
+HOOK_NAMES.update({e: e.removeprefix("hook-") for e in (
+    GEMINI_SESSION_START, GEMINI_AFTER_AGENT, GEMINI_SESSION_END, COPILOT_SESSION_START, COPILOT_STOP,
+    COPILOT_SESSION_END, OPENCODE_CHAT_MESSAGE, OPENCODE_SESSION_IDLE)})
+HOOK_EVENTS.update({GEMINI_SESSION_START: "SessionStart", GEMINI_AFTER_AGENT: "AfterAgent",
+                    GEMINI_SESSION_END: "SessionEnd", COPILOT_SESSION_START: "SessionStart", COPILOT_STOP: "Stop",
+                    COPILOT_SESSION_END: "SessionEnd", OPENCODE_CHAT_MESSAGE: "chat.message",
+                    OPENCODE_SESSION_IDLE: "session.idle"})
 CODEX_HOOKS = (CODEX_SESSION_START, CODEX_STOP)
+GEMINI_HOOKS = (GEMINI_SESSION_START, GEMINI_AFTER_AGENT)
+COPILOT_HOOKS = (COPILOT_SESSION_START, COPILOT_STOP)
+OPENCODE_HOOKS = (OPENCODE_CHAT_MESSAGE,)
+NEW_HOOKS = (*GEMINI_HOOKS, *COPILOT_HOOKS, *OPENCODE_HOOKS)
+#: The harness of each hook entry, and the hook that ends one of its sessions (None: its process's end).
+HARNESS_OF = {SESSION_START: "claude", STOP: "claude", SESSION_END: "claude",
+              **{e: e.split("-")[1] for e in HOOK_NAMES if e.split("-")[1] in ("codex", "gemini", "copilot",
+                                                                                "opencode")}}
+HOOK_NAMES[COPILOT_WATCH] = "copilot-watch"
+HOOK_EVENTS[COPILOT_WATCH] = "SessionStart"  # it reads the input of the session-start hook that started it
+HARNESS_OF[COPILOT_WATCH] = "copilot"
+SESSION_END_OF = {"claude": SESSION_END, "codex": CODEX_SESSION_END, "gemini": GEMINI_SESSION_END,
+                  "copilot": COPILOT_SESSION_END, "opencode": None}
+#: Hook events that end a turn (their answer may block it: `stop_hook_active` says a run of blocks goes on).
+STOP_EVENTS = ("Stop", "AfterAgent")
 CLAUDE_HOOKS = (SESSION_START, STOP)
 HOOKS = (SESSION_START, STOP, *CODEX_HOOKS)
 ENTRIES = (ONCE, WATCH, SESSION_START, STOP, PI_CHILD, *CODEX_HOOKS)
@@ -129,33 +173,61 @@ class System:
                                     cwd=str(cwd or self.work))
 
     def hook_payload(self, entry: str, session_id: str = "sess-1", **fields: Any) -> str:
-        data: dict[str, Any] = {"session_id": session_id, "cwd": str(self.project),
-                                "hook_event_name": HOOK_EVENTS[entry]}
-        if entry in CODEX_HOOKS:
+        """The hook's stdin as its harness writes it (the fields each harness's own input has; docs/<harness>.md)."""
+        harness, event = HARNESS_OF[entry], HOOK_EVENTS[entry]
+        if harness == "opencode":  # what the plugin passes (extensions/opencode/kijito-pull.js `facts`)
+            data: dict[str, Any] = {"session_id": session_id, "cwd": str(self.project), "opencode": "",
+                                    "server_url": ""}
+            data.update(fields)
+            return json.dumps(data)
+        data = {"session_id": session_id, "cwd": str(self.project), "hook_event_name": event}
+        if harness == "codex":
             data.update({"transcript_path": None, "model": "gpt-5-codex", "permission_mode": "default"})
-        if HOOK_EVENTS[entry] == "Stop":
+        elif harness in ("gemini", "copilot"):
+            data["timestamp"] = "2026-12-03T06:00:00.000Z"
+        if event in STOP_EVENTS:
             data["stop_hook_active"] = False
-            if entry in CODEX_HOOKS:
+            if harness == "codex":
                 data.update({"turn_id": "turn-1", "last_assistant_message": "done"})
-        elif HOOK_EVENTS[entry] == "SessionEnd":
-            data["reason"] = "other"
+            elif harness == "gemini":
+                data.update({"prompt": "go on", "prompt_response": "done"})
+            elif harness == "copilot":
+                data["stop_reason"] = "end_turn"
+        elif event == "SessionEnd":
+            data["reason"] = {"gemini": "exit", "copilot": "complete"}.get(harness, "other")
         else:
-            data["source"] = "startup"
+            data["source"] = "new" if harness == "copilot" else "startup"
         data.update(fields)
         return json.dumps(data)
 
     def spawn_hook(self, entry: str, out: Path, err: Path, *, session_id: str = "sess-1",
-                   env: Mapping[str, str] | None = None, payload: str | None = None) -> subprocess.Popen:
-        """`kijito-pull hook claude-*` as Claude Code runs it: the console script, in the project, JSON on
-        stdin (written and closed at once; the payload is far below a pipe's buffer)."""
+                   env: Mapping[str, str] | None = None, payload: str | None = None,
+                   host: SessionHost | None = None) -> subprocess.Popen | HostedProc:
+        """`kijito-pull hook NAME` as its harness runs it: the console script, in the project, JSON on stdin
+        (written and closed at once; the payload is far below a pipe's buffer). `host`: started as the child
+        of that stand-in harness process (tests/sessionhost.py), else of this one."""
+        text = payload if payload is not None else self.hook_payload(entry, session_id)
+        if host is not None:
+            with open(out, "ab") as o, open(err, "ab") as e:
+                return host.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], stdin=text.encode(), stdout=o.fileno(),
+                                  stderr=e.fileno(), env={**self.env, **(env or {})}, cwd=self.project)
         proc = self.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], out, err, env=env, stdin=subprocess.PIPE,
                           cwd=self.project)
-        return _feed(proc, payload if payload is not None else self.hook_payload(entry, session_id))
+        return _feed(proc, text)
 
-    def spawn_hook_piped(self, entry: str, err: Path, payload: str, *,
-                         env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    def spawn_hook_piped(self, entry: str, err: Path, payload: str, *, env: Mapping[str, str] | None = None,
+                         host: SessionHost | None = None) -> subprocess.Popen | HostedProc:
         """The same, with stdout a pipe (as Claude Code reads it), so a caller sees the answer the moment
         it is written, e.g. to kill the hook right then. The caller must read `proc.stdout`."""
+        if host is not None:
+            read, write = os.pipe()
+            try:
+                with open(err, "ab") as e:
+                    return host.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], stdin=payload.encode(), stdout=write,
+                                      stderr=e.fileno(), env={**self.env, **(env or {})}, cwd=self.project,
+                                      stdout_reader=os.fdopen(read, "rb", buffering=0))
+            finally:
+                os.close(write)
         with open(err, "ab") as e:
             proc = subprocess.Popen([KIJITO_PULL, "hook", HOOK_NAMES[entry]], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=e, env={**self.env, **(env or {})},
@@ -209,36 +281,91 @@ def _feed(proc: subprocess.Popen, payload: str) -> subprocess.Popen:
 
 
 class HarnessSession:
-    """One Claude Code or Codex session as the harness keeps it: a session id and a transcript (JSONL;
-    Codex calls it the rollout) to which the harness appends a hook's answer (SessionStart/UserPromptSubmit
-    `additionalContext`, a Stop block's `reason`) only once the hook completed; a killed hook's output is
-    dropped, never recorded (../shared/harness-notes.md, docs/codex.md). The hooks confirm their
-    hand-overs by finding the messages' markers here.
+    """One session of a hook harness as the harness keeps it: a session id and its record, to which the
+    harness adds a hook's answer only once the hook completed; a killed hook's output is dropped, never
+    recorded (../shared/harness-notes.md, docs/codex.md, docs/gemini.md, docs/copilot.md, docs/opencode.md).
+    The hooks confirm their hand-overs by finding the messages' markers in it. The record, by harness:
+
+        claude    <directory>/<id>.jsonl, named in every input (`transcript_path`): an attachment line
+        codex     the rollout, the same way: a developer message
+        gemini    <directory>/chats/session-<id>.jsonl, named in every input: a user record (SessionStart
+                  context inside <hook_context>, an AfterAgent reason as the next prompt)
+        copilot   $HOME/.copilot/session-state/<id>/events.jsonl (`home`), named only in the Stop input:
+                  SessionStart's answer as a hook.end entry, a Stop reason as a user.message
+        opencode  the session in OpenCode's store, as `opencode export <id>` prints it (a stand-in
+                  `opencode` that prints <directory>/<id>.json, rewritten whole, as the store is): the
+                  chat.message text as one more part of the user message
     """
 
-    def __init__(self, directory: Path, session_id: str, codex: bool = False):
+    def __init__(self, directory: Path, session_id: str, codex: bool = False, *, harness: str | None = None,
+                 home: Path | None = None):
         self.id = session_id
-        self.codex = codex
-        self.transcript = Path(directory) / f"{session_id}.jsonl"
+        self.harness = harness or ("codex" if codex else "claude")
+        self.codex = self.harness == "codex"
+        directory = Path(directory)
+        self.messages: list[dict] = []  # opencode: the session's messages
+        if self.harness == "copilot":
+            assert home is not None, "Copilot's record is found by the session id under $HOME/.copilot"
+            self.transcript = home / ".copilot" / "session-state" / session_id / "events.jsonl"
+        elif self.harness == "gemini":
+            self.transcript = directory / "chats" / f"session-{session_id}.jsonl"
+        elif self.harness == "opencode":
+            self.transcript = directory / f"{session_id}.json"
+            self.binary = directory / "bin" / "opencode"
+        else:
+            self.transcript = directory / f"{session_id}.jsonl"
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
-        first = ({"type": "session_meta", "payload": {"id": session_id, "originator": "codex_exec"}} if codex
-                 else {"type": "summary", "sessionId": session_id})
-        with self.transcript.open("a") as handle:
-            handle.write(json.dumps(first) + "\n")
+        if self.harness == "opencode":
+            self.binary.parent.mkdir(exist_ok=True)
+            if not self.binary.exists():
+                self.binary.write_text(f'#!/bin/sh\n[ "$1" = export ] && exec cat "{directory}/$2.json"\n')
+                self.binary.chmod(0o755)
+            self._save()
+        else:
+            first = {"claude": {"type": "summary", "sessionId": session_id},
+                     "codex": {"type": "session_meta", "payload": {"id": session_id, "originator": "codex_exec"}},
+                     "gemini": {"sessionId": session_id, "startTime": "2026-12-03T06:00:00.000Z", "kind": "main"},
+                     "copilot": {"type": "session.start", "data": {"sessionId": session_id}}}[self.harness]
+            with self.transcript.open("a") as handle:
+                handle.write(json.dumps(first) + "\n")
         self.hooks = 0  # hooks run in this session
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self, event: str = "") -> dict[str, Any]:
+        """What the harness's hook input says of the record (Copilot names it only at Stop; OpenCode's
+        plugin names its own binary, which the hook asks for the export)."""
+        if self.harness == "opencode":
+            return {"opencode": str(self.binary)}
+        if self.harness == "copilot" and event != "Stop":
+            return {}
         return {"transcript_path": str(self.transcript)}
 
-    def record(self, text: str) -> None:
-        """What the harness does with a completed hook's answer: the model is given it, the transcript
-        says so (the text JSON-escaped inside one JSONL line; Codex: a developer message)."""
-        line = ({"type": "response_item", "payload": {"type": "message", "role": "developer",
-                                                      "content": [{"type": "input_text", "text": text}]}}
-                if self.codex else {"type": "attachment", "attachment": {"type": "hook_additional_context",
-                                                                         "content": [text]}})
+    def record(self, text: str, event: str = "") -> None:
+        """What the harness does with a completed hook's answer: the model is given it, the record says so
+        (the text JSON-escaped inside one JSONL line, or a part of an OpenCode message)."""
+        if self.harness == "opencode":
+            self.messages.append({"info": {"role": "user"}, "parts": [
+                {"type": "text", "text": "go on"}, {"type": "text", "text": text, "synthetic": True}]})
+            self._save()
+            return
+        if self.harness == "codex":
+            line: dict[str, Any] = {"type": "response_item", "payload": {
+                "type": "message", "role": "developer", "content": [{"type": "input_text", "text": text}]}}
+        elif self.harness == "gemini":
+            shown = f"<hook_context>{text}</hook_context>\n\ngo on" if event == "SessionStart" else text
+            line = {"id": f"u{self.hooks}", "type": "user", "content": [{"text": shown}]}
+        elif self.harness == "copilot":
+            line = ({"type": "hook.end", "data": {"output": {"additionalContext": text}}} if event == "SessionStart"
+                    else {"type": "user.message", "data": {"content": text}})
+        else:
+            line = {"type": "attachment", "attachment": {"type": "hook_additional_context", "content": [text]}}
         with self.transcript.open("a") as handle:
             handle.write(json.dumps(line) + "\n")
+
+    def _save(self) -> None:
+        """OpenCode's store changes whole (an export never shows half a message)."""
+        tmp = self.transcript.with_name(f".{self.transcript.name}.tmp")
+        tmp.write_text(json.dumps({"info": {"id": self.id}, "messages": self.messages}))
+        os.replace(tmp, self.transcript)
 
 
 @dataclass
@@ -276,8 +403,8 @@ def new_ids(events: Iterable[dict]) -> list[int]:
 
 
 def hook_text(stdout: str) -> str | None:
-    """The text a hook handed to its harness (additionalContext or a Stop block's reason), or None when it
-    handed over nothing (no output, or Codex's `{}`). Raises AssertionError when stdout is anything but
+    """The text a hook handed to its harness (additionalContext, a Stop block's reason, OpenCode's `text`), or
+    None when it handed over nothing (no output, or `{}`). Raises AssertionError when stdout is anything but
     one JSON object the harness reads."""
     if not stdout.strip():
         return None
@@ -289,6 +416,10 @@ def hook_text(stdout: str) -> str | None:
         return None
     if "hookSpecificOutput" in data:
         text = data["hookSpecificOutput"]["additionalContext"]
+        if "additionalContext" in data:  # Copilot CLI reads the top-level copy
+            assert data["additionalContext"] == text, data
+    elif set(data) == {"text"}:  # OpenCode's plugin adds it as one more part of the user message
+        text = data["text"]
     else:
         assert data.get("decision") == "block", data
         text = data["reason"]
@@ -297,11 +428,14 @@ def hook_text(stdout: str) -> str | None:
 
 
 def hook_ids(stdout: str, universe: Iterable[int] = ()) -> list[int]:
-    """The message ids a hook handed over, in order. Messages that did not even fit the listing are named
-    only as a range ("their ids run from L to H"); those count as the ids of `universe` in that range."""
+    """The message ids a hook handed over, in order (`text_ids` of its answer's text)."""
     text = hook_text(stdout)
-    if text is None:
-        return []
+    return [] if text is None else text_ids(text, universe)
+
+
+def text_ids(text: str, universe: Iterable[int] = ()) -> list[int]:
+    """The message ids one hand-over's text names, in order. Messages that did not even fit the listing are
+    named only as a range ("their ids run from L to H"); those count as the ids of `universe` in that range."""
     ids = [int(m) for m in _HOOK_ID.findall(text)]
     pool = sorted(set(universe))
     for low, high in _HOOK_RANGE.findall(text):

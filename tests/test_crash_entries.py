@@ -1,7 +1,7 @@
 """kill -9 of watch, the pi child and the hooks (issue 6, item 2, beyond --once; issue 11: delivered means
 the model has it).
 
-`scripts/crash_entries.py` (tests/test_reliability.py runs scripts/crash_trials.py for `--once`), in two
+`scripts/crash_entries.py` (tests/test_reliability.py runs scripts/crash_trials.py for `--once`), in three
 concurrent runs of the script:
 
 - 30 SIGKILLs at random moments each of watch (half with --events-file, where a kill can land
@@ -10,15 +10,20 @@ concurrent runs of the script:
 - 20 kills each of the two Claude hooks right after their answer: kill -9 the moment stdout holds it, or
   the harness's timeout after the hook stalled there. The Claude hooks run in sessions with transcripts,
   and the harness records a hook's answer there only when the hook completed; sessions end now and then;
-- 15 random kills and 10 answer kills of each Codex hook, in sessions with a rollout (issue 13).
+- 15 random kills and 10 answer kills of each Codex hook, in sessions with a rollout (issue 13);
+- in a third run (issue 21), 8 random kills and 4 answer kills of each hook of the Gemini CLI (SessionStart,
+  AfterAgent), Copilot CLI (SessionStart, Stop) and OpenCode (the plugin's chat.message) harnesses, each in
+  sessions with its harness's own record (chats/session-*.jsonl, events.jsonl, `opencode export`); and, in
+  the first run, 30 kills of Copilot's push watcher (copilot-watch) with a stand-in extension.
 
 Delivered means the model (or consumer) has it: a completed hook's answer, what the pi controller
 acknowledged, the lines of watch's output. Mail seen only in a killed hook's output is lost unless a later
 hand-over gives it again. Nothing may be lost; watch and the pi child repeat at most one message per kill;
 a hook's kill repeats at most one hand-over; unkilled runs exit 0 and the lock is free at the end.
 
-The Codex hooks confirm from the session's rollout as the Claude hooks do from the transcript, so they
-are held to the same rule: nothing lost, mail in killed answers reaches the model later.
+The Codex hooks confirm from the session's rollout as the Claude hooks do from the transcript, and the
+Gemini, Copilot and OpenCode hooks from their harness's record, so all are held to the same rule: nothing
+lost, mail in killed answers reaches the model later.
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ import sys
 import pytest
 
 from tests.clirunner import REPO
-from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, PI_CHILD, SESSION_START, STOP, WATCH
+from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, COPILOT_WATCH, NEW_HOOKS, PI_CHILD, SESSION_START, STOP, WATCH
 
 MAIN = (WATCH, PI_CHILD, STOP, SESSION_START)
 MAIN_KILLS, ANSWER_KILLS, CODEX_KILLS, CODEX_ANSWER_KILLS = 30, 20, 15, 10
+NEW_KILLS, NEW_ANSWER_KILLS = 8, 4
 
 
 def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir) -> subprocess.Popen:
@@ -57,12 +63,13 @@ def _summary(proc: subprocess.Popen) -> dict:
 @pytest.mark.slow
 def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     seed = secrets.randbelow(2**31)
-    main = _start(MAIN, MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main")
+    main = _start((*MAIN, COPILOT_WATCH), MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main")
     codex = _start(CODEX_HOOKS, CODEX_KILLS, CODEX_ANSWER_KILLS, seed + 100, tmp_path / "codex")
-    total, codex_total = _summary(main), _summary(codex)
-    by_entry = {s["entry"]: s for t in (total, codex_total) for s in t["entries"]}
+    new = _start(NEW_HOOKS, NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
+    total, codex_total, new_total = _summary(main), _summary(codex), _summary(new)
+    by_entry = {s["entry"]: s for t in (total, codex_total, new_total) for s in t["entries"]}
     context = f"seed={seed}: {json.dumps(by_entry)}"
-    assert set(by_entry) == set(MAIN) | set(CODEX_HOOKS), context
+    assert set(by_entry) == set(MAIN) | {COPILOT_WATCH} | set(CODEX_HOOKS) | set(NEW_HOOKS), context
 
     assert total["problems"] == [], context
     assert main.returncode == 0, context
@@ -89,12 +96,20 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     assert by_entry[WATCH]["watch_kills_by_mode"]["events-file"] >= 10, context
     assert by_entry[WATCH]["sent_while_running"] > 0 and by_entry[PI_CHILD]["sent_while_running"] > 0, context
 
-    assert codex_total["problems"] == [], context
-    assert codex.returncode == 0, context
-    for entry in CODEX_HOOKS:
-        s = by_entry[entry]
-        assert s["lost"] == 0 and s["delivered"] == s["sent"], (entry, context)
-        assert s["random_kills"] >= CODEX_KILLS, (entry, context)
-        assert sum(s["answer_kills"].values()) >= CODEX_ANSWER_KILLS and s["answer_kills"]["answer"] > 0, context
-        assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
-        assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
+    # The Codex and the Gemini, Copilot and OpenCode hooks: the same rule, with their own numbers of kills.
+    for run_total, run, entries, kills, answer_kills in ((codex_total, codex, CODEX_HOOKS, CODEX_KILLS,
+                                                          CODEX_ANSWER_KILLS),
+                                                         (new_total, new, NEW_HOOKS, NEW_KILLS, NEW_ANSWER_KILLS)):
+        assert run_total["problems"] == [], context
+        assert run.returncode == 0, context
+        for entry in entries:
+            s = by_entry[entry]
+            assert s["lost"] == 0 and s["delivered"] == s["sent"], (entry, context)
+            assert s["random_kills"] >= kills, (entry, context)
+            assert sum(s["answer_kills"].values()) >= answer_kills and s["answer_kills"]["answer"] > 0, context
+            assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
+            assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
+    s = by_entry[COPILOT_WATCH]  # one batch in flight: a kill repeats at most that one (the script checks)
+    assert s["lost"] == 0 and s["delivered"] == s["sent"] and s["kills"] >= MAIN_KILLS, context
+    assert s["killed_during_delivery"] >= 3 and s["sent_while_running"] > 0, context
+    assert s["kills_that_caused_duplicates"] <= s["kills"], context

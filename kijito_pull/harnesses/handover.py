@@ -23,6 +23,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from kijito_pull.context import Context, Flags, Settings
@@ -282,15 +283,15 @@ def pull(inp: HookInput, env: Environment, sink: HookSink) -> PullReport:
         if session is None:
             return pull_through(ready.engine, ready.engine.factory, sink)
         holder, transcript = session
-        sink.mark = lambda: mark_handed(transcript)
+        sink.mark = lambda: mark_handed(transcript.handed_marker)
         return pull_through(ready.engine, ready.engine.factory, sink, holder=holder, confirm=transcript)
     finally:
         ready.close()
 
 
-def mark_handed(transcript: Transcript) -> None:
-    """Tell this session's SessionEnd that it has hand-overs to settle (a cheap file test in the gate)."""
-    marker = transcript.handed_marker
+def mark_handed(marker: Path) -> None:
+    """Tell this session's SessionEnd that it has hand-overs to settle (a cheap file test in the gate): touch
+    its `handed` marker (Transcript.handed_marker, lifecycle.handed_marker)."""
     try:
         marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker.touch(mode=0o600)

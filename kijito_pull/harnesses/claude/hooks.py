@@ -482,7 +482,7 @@ def _pusher_for(inp: HookInput, ready: Setup, environ: Mapping[str, str], errors
     transcript = Transcript(paths, inp.session_id, found.path, reader=PUSH_READER)
     return Pusher(ready.engine, sock, transcript, persona=inp.persona, session_id=inp.session_id,
                   policy=inp.optin.interrupt, pid=me.pid, pid_start=me.start, errors=errors,
-                  mark_handed=lambda: handover.mark_handed(transcript)), why
+                  mark_handed=lambda: handover.mark_handed(transcript.handed_marker)), why
 
 
 def run_pusher(inp: HookInput, env: Environment) -> int:

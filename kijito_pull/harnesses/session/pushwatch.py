@@ -20,6 +20,12 @@ is here, once:
   while it is on its way. The batch is confirmed from the record, and only then does the cursor move and
   the next batch go out (`HELD_WAITS`). A way in that refused releases the batch at once; one that never
   delivers is claimed back at its deadline or when the host is gone, and the hooks hand it over instead.
+  A watcher's first look waits on nothing (`HELD_AGAIN`): what an earlier watcher of the session held and
+  the record does not show is pushed again, since that watcher may have died (kill -9) after recording the
+  batch as pending and before pushing it, and would otherwise hold the session's mail until the deadline
+  (a push it did make and the session has not yet recorded then comes twice: one repeat for that death);
+- each hand-over marks the session as handed to (its `handed` marker), so the session's SessionEnd settles
+  the watcher's holder too, whether or not a hook of the session handed mail over.
 
 Every log line starts with the watcher's `name` (`codex-watch`, `opencode-watch`, `copilot-watch`).
 """
@@ -42,7 +48,7 @@ from kijito_pull.core import process
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.sink import HELD_WAITS, BatchSink
+from kijito_pull.core.sink import HELD_AGAIN, HELD_WAITS, BatchSink
 from kijito_pull.core.source import Confirmation
 from kijito_pull.core.state import LockTimeout, StateError
 from kijito_pull.core.wake import WakeThread
@@ -75,14 +81,17 @@ class PushError(Exception):
 
 class _PushSink(BatchSink):
     """One pushed batch: nothing more goes out while one is in flight (HELD_WAITS), so the record confirms
-    one hand-over at a time."""
-
-    held = HELD_WAITS
+    one hand-over at a time; at the watcher's first look, what it holds from before goes again (HELD_AGAIN,
+    module docstring)."""
 
     def __init__(self, watcher: PushWatcher):
         super().__init__()
         self.watcher = watcher
+        self.held = HELD_AGAIN if watcher.fresh else HELD_WAITS
         self.problem: str | None = None
+
+    def before_hand_over(self, shown: Sequence[Message]) -> None:
+        handover.mark_handed(lifecycle.handed_marker(self.watcher.environ, self.watcher.sid))
 
     def select(self, pending: Sequence[Message]) -> list[Message]:
         return self.watcher.select(pending)
@@ -122,6 +131,7 @@ class PushWatcher:
         self.stop = threading.Event()
         self.deadline = time.monotonic() + MAX_LIFE
         self.in_flight = False
+        self.fresh = True  # no look done yet: what the holder holds may never have been pushed
         self.failures = 0
 
     # -- what a harness brings ------------------------------------------------------------------------------
@@ -154,6 +164,7 @@ class PushWatcher:
         pushed. Raises PushError when the way in refused (the mail is unseen again)."""
         sink = _PushSink(self)
         report = pull_through(self.engine, self.engine.factory, sink, holder=self.holder, confirm=self.confirm)
+        self.fresh = False
         self.in_flight = bool(report.held)
         if sink.problem is not None:
             raise PushError(sink.problem)

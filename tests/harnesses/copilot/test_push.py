@@ -1,7 +1,8 @@
 """Copilot CLI's push (`kijito-pull hook copilot-watch`) as a real process against the sandbox, with a stand-in
-for kijito-pull's extension: a Unix socket at the extension's place that answers as extension.mjs does and, for
-each prompt, appends the `user.message` Copilot CLI writes to the session's events.jsonl once the model is given
-it (measured on 1.0.102). The real extension in the real TUI: tests/e2e/test_copilot_e2e.py. Pinned down here:
+for kijito-pull's extension (tests/copilotext.py: a Unix socket at the extension's place that answers as
+extension.mjs does and, for each prompt, appends the `user.message` Copilot CLI writes to the session's
+events.jsonl once the model is given it, measured on 1.0.102). The real extension in the real TUI:
+tests/e2e/test_copilot_e2e.py. Pinned down here:
 
 - the mode follows the project's `inbox interrupt:` policy (`all`: immediate; `turn-end`: enqueue);
 - the batch is pending with the watcher's own holder until events.jsonl shows it, then confirmed;
@@ -13,55 +14,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.copilotext import FakeExtension
 from tests.harnesses.copilot.test_copilot import KIJITO_PULL, PERSONA, SID, TOKEN, Copilot
-
-
-class FakeExtension:
-    """extension.mjs's protocol on its socket; `refuse` makes every prompt fail."""
-
-    def __init__(self, runtime: Path, record: Path):
-        folder = runtime / "kijito-pull"
-        folder.mkdir(mode=0o700)
-        self.path = folder / f"copilot-{SID}.sock"
-        self.record = record
-        self.prompts: list[dict] = []
-        self.refuse = False
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(self.path))
-        self.server.listen(8)
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            with conn:
-                request = json.loads(conn.makefile().readline())
-                if request.get("hello"):
-                    answer = {"session": SID}
-                elif self.refuse:
-                    answer = {"error": "session is shutting down"}
-                else:
-                    self.prompts.append(request)
-                    with self.record.open("a") as handle:
-                        handle.write(json.dumps({"type": "user.message", "data": {"content": request["prompt"],
-                                                                                  "delivery": "idle"}}) + "\n")
-                    answer = {"ok": f"msg-{len(self.prompts)}"}
-                conn.sendall(json.dumps(answer).encode() + b"\n")
-
-    def close(self) -> None:
-        self.server.close()
 
 
 @pytest.fixture
@@ -99,7 +60,7 @@ def c(sb, tmp_path) -> Copilot:
 @pytest.mark.parametrize("policy, mode", [("all", "immediate"), ("turn-end", "enqueue")])
 def test_new_mail_goes_in_by_the_interrupt_policy_and_is_confirmed_from_the_record(sb, c, runtime, policy, mode):
     (c.project / "AGENTS.md").write_text((c.project / "AGENTS.md").read_text() + f"- inbox interrupt: {policy}\n")
-    ext = FakeExtension(runtime, c.record)
+    ext = FakeExtension(runtime, c.record, SID)
     watcher = _watch(c, runtime)
     try:
         sb.send(PERSONA, "loom", "MAIL-PUSHED: build is red")
@@ -119,7 +80,7 @@ def test_new_mail_goes_in_by_the_interrupt_policy_and_is_confirmed_from_the_reco
 
 
 def test_a_refused_push_is_released_at_once(sb, c, runtime):
-    ext = FakeExtension(runtime, c.record)
+    ext = FakeExtension(runtime, c.record, SID)
     ext.refuse = True
     watcher = _watch(c, runtime)
     try:
@@ -141,7 +102,7 @@ def test_a_refused_push_is_released_at_once(sb, c, runtime):
 def test_a_socket_outside_a_private_folder_is_never_used(c, runtime):
     from kijito_pull.harnesses.copilot.session import Extension
 
-    ext = FakeExtension(runtime, c.record)
+    ext = FakeExtension(runtime, c.record, SID)
     try:
         environ = {**c.environ, "XDG_RUNTIME_DIR": str(runtime)}
         assert Extension.of(environ, SID).listening()
@@ -150,3 +111,50 @@ def test_a_socket_outside_a_private_folder_is_never_used(c, runtime):
         assert "not a private folder" in Extension.of(environ, SID).send("hello", "enqueue")
     finally:
         ext.close()
+
+
+def test_a_watcher_killed_before_its_push_leaves_nothing_stuck(sb, c, runtime):
+    """A watcher killed -9 after recording its batch as pending and before Copilot took it: the session's next
+    watcher pushes it again at once, instead of waiting on it until the holder's deadline (two hours)."""
+    ext = FakeExtension(runtime, c.record, SID)
+    ext.hang.set()
+    first = _watch(c, runtime)
+    try:
+        sb.send(PERSONA, "loom", "MAIL-CUT-OFF")
+        assert _wait(lambda: any(p["holder"] == f"copilot-push:{SID}" for p in c.pending())), c.pending()
+        time.sleep(0.3)  # its push is on its way, and hangs
+    finally:
+        first.kill()
+        first.wait(timeout=10)
+        ext.hang.clear()
+    second = _watch(c, runtime)
+    try:
+        assert _wait(lambda: ext.prompts, timeout=10), second.stderr
+        assert "MAIL-CUT-OFF" in ext.prompts[0]["prompt"]
+        assert _wait(lambda: c.pending() == []), c.pending()  # recorded, so confirmed
+    finally:
+        second.kill()
+        second.wait(timeout=10)
+        ext.close()
+
+
+def test_session_end_settles_what_only_the_watcher_handed_over(sb, c, runtime):
+    """No hook of the session handed mail over, the watcher did, and Copilot never recorded it (a queued turn
+    the session ended before): SessionEnd makes it unseen again at once, for the next session."""
+    ext = FakeExtension(runtime, c.record, SID)
+    ext.records = False
+    watcher = _watch(c, runtime)
+    try:
+        sb.send(PERSONA, "loom", "MAIL-QUEUED")
+        assert _wait(lambda: ext.prompts), watcher.stderr
+        assert [p["holder"] for p in c.pending()] == [f"copilot-push:{SID}"]
+        code, out, err = c.hook("copilot-session-end", "SessionEnd", reason="complete")
+        assert (code, out) == (0, ""), err
+        assert watcher.wait(timeout=10) == 0  # SessionEnd ends the watcher too
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait(timeout=10)
+        ext.close()
+    assert all(p["holder"] is None for p in c.pending()), c.pending()
+    assert "MAIL-QUEUED" in c.run("--once", "--peek", "--persona", PERSONA)[1]
