@@ -13,7 +13,8 @@ session whose extension answers (`kijito-pull hook copilot-watch`); it
   with the extension's socket as the way in, recorded first as pending with its own holder
   `copilot-push:<session id>`, so the session's Stop hook leaves it alone while Copilot holds it;
 - picks the mode by the project's `inbox interrupt:` policy (optin.may_interrupt): the mail that may reach a
-  busy agent goes `immediate` (under `urgent`, only mail marked urgent, ahead of the rest); everything else
+  busy agent goes `immediate` (under `urgent`, only mail marked urgent, ahead of the rest: a row's flag where the
+  source has one, else the rise of the persona's urgent count that the wake saw); everything else
   `enqueue`, for the turn's end;
 - confirms it from the session's events.jsonl (harnesses/transcript.py, its own reader `push`); only then does
   the cursor move past it and the next batch go out.
@@ -59,7 +60,8 @@ class Watcher(pushwatch.PushWatcher):
 
     def select(self, pending: Sequence[Message]) -> list[Message]:
         """The mail that may interrupt a turn goes first, `immediate`; when there is none, all of it, `enqueue`."""
-        urgent = [m for m in pending if may_interrupt(self.policy, m.urgent)]
+        urgent = [m for m in pending if may_interrupt(self.policy, True if self.urgent.marked(self.persona, m)
+                                                     else m.urgent)]
         self.mode = IMMEDIATE if urgent else ENQUEUE
         return urgent or list(pending)
 

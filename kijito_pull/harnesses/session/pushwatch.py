@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from kijito_pull.core import process
+from kijito_pull.core import process, urgency
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import Holder
@@ -94,7 +94,13 @@ class _PushSink(BatchSink):
         handover.mark_handed(lifecycle.handed_marker(self.watcher.environ, self.watcher.sid))
 
     def select(self, pending: Sequence[Message]) -> list[Message]:
-        return self.watcher.select(pending)
+        watcher = self.watcher
+        watcher.urgent.found(watcher.persona, pending)
+        chosen = watcher.select(pending)
+        note = watcher.urgent.note(watcher.persona, chosen)
+        if note:
+            self.notes.append(note)
+        return chosen
 
     def write(self, text: str, shown: Sequence[Message]) -> bool:
         self.problem = self.watcher.push(text, shown)
@@ -133,6 +139,9 @@ class PushWatcher:
         self.in_flight = False
         self.fresh = True  # no look done yet: what the holder holds may never have been pushed
         self.failures = 0
+        #: urgent mail the wake's counts announced (Kijito rows carry no flag): `marked` tells a harness
+        #: whose way in can interrupt a turn which unseen messages it may send that way (core/urgency.py)
+        self.urgent = urgency.Arrivals()
 
     # -- what a harness brings ------------------------------------------------------------------------------
     def push(self, text: str, shown: Sequence[Message]) -> str | None:
@@ -204,6 +213,7 @@ class PushWatcher:
                 except queue.Empty:
                     continue
                 quiet += 1
+                self.urgent.arrived(self.persona, item.urgent)
                 if item.news or quiet >= RESYNC:
                     due, quiet = True, 0
         finally:

@@ -79,6 +79,31 @@ def test_new_mail_goes_in_by_the_interrupt_policy_and_is_confirmed_from_the_reco
         ext.close()
 
 
+def test_under_the_urgent_policy_only_mail_announced_urgent_goes_in_mid_turn(sb, c, runtime):
+    """Kijito's rows carry no urgent flag: the rise of the persona's urgent count, which the watcher's wake
+    sees, marks the mail the next look finds; that batch goes `immediate` and says it is urgent."""
+    (c.project / "AGENTS.md").write_text((c.project / "AGENTS.md").read_text() + "- inbox interrupt: urgent\n")
+    ext = FakeExtension(runtime, c.record, SID)
+    watcher = _watch(c, runtime)
+    try:
+        sb.send(PERSONA, "loom", "MAIL-ORDINARY: lunch at noon")
+        if not _wait(lambda: ext.prompts):
+            watcher.kill()
+            raise AssertionError(watcher.stderr.read())
+        assert ext.prompts[0]["mode"] == "enqueue" and "urgent" not in ext.prompts[0]["prompt"].lower()
+        assert _wait(lambda: c.pending() == []), c.pending()
+        sb.send(PERSONA, "loom", "MAIL-URGENT: prod is down", urgent=True)
+        assert _wait(lambda: len(ext.prompts) == 2), watcher.stderr.read() if watcher.poll() is not None else ""
+        second = ext.prompts[1]
+        assert second["mode"] == "immediate" and "MAIL-URGENT: prod is down" in second["prompt"], second
+        assert "A sender marked this message urgent." in second["prompt"], second["prompt"]
+        assert _wait(lambda: c.pending() == []), c.pending()
+    finally:
+        watcher.kill()
+        watcher.wait(timeout=10)
+        ext.close()
+
+
 def test_a_refused_push_is_released_at_once(sb, c, runtime):
     ext = FakeExtension(runtime, c.record, SID)
     ext.refuse = True
