@@ -20,7 +20,7 @@ def add_connection(parser: argparse.ArgumentParser) -> None:
                        help=f"read the token from FILE (mode 0600); default: ${config.TOKEN_ENV}")
     group.add_argument("--auth-header", metavar="NAME",
                        help="send the raw token in header NAME instead of 'Authorization: Bearer'")
-    group.add_argument("--timeout", type=_positive_float, default=None, metavar="SECONDS",
+    group.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
                        help=f"per-request timeout (default {DEFAULT_TIMEOUT:g})")
 
 
@@ -83,7 +83,7 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:

@@ -48,14 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--redis", metavar="URL", help="redis://HOST:PORT/DB to append to (required; no password "
                                                        "in it: see --redis-password-file)")
     options.add_redis_password(parser)
-    parser.add_argument("--interval", type=_seconds, default=DEFAULT_INTERVAL, metavar="SECONDS",
+    parser.add_argument("--interval", type=options.positive_float, default=DEFAULT_INTERVAL, metavar="SECONDS",
                         help=f"seconds between checks that Redis still holds what was appended, and "
                              f"between refreshes of the group metrics (default {DEFAULT_INTERVAL:g}); "
                              f"new mail is taken as soon as Kijito announces it")
     parser.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",
                         help="seconds each notify/pending long-poll asks Kijito to hold (default 50; 0: "
                              "short polls every --poll-seconds)")
-    parser.add_argument("--poll-seconds", type=_seconds, default=60.0, metavar="SECONDS",
+    parser.add_argument("--poll-seconds", type=options.positive_float, default=60.0, metavar="SECONDS",
                         help="seconds between polls when the server does not long-poll (default 60)")
     options.add_personas(parser)
     parser.add_argument("--consumer", metavar="NAME", default=RELAY_CONSUMER,
@@ -64,15 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     operations.add(parser, stale_default="the larger of 60 and 5 x --interval")
     parser.set_defaults(run=run)
 
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return value
 
 
 class StreamSink(Sink):

@@ -67,6 +67,7 @@ from kijito_pull.harnesses.handover import (  # noqa: F401 - BUDGET_ENV...HOOK_T
 )
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
+from kijito_pull.harnesses.session.optin import INTERRUPT_ALL, during_a_turn
 
 PUSH_READER = "push-transcript"  # the pusher's own transcript reader (offset), apart from the hooks'
 WAKER_WAIT = 25  # long-poll hold asked of notify/pending
@@ -147,12 +148,8 @@ def waker_sentence(inp: HookInput, environ: Mapping[str, str]) -> str | None:
 
 
 def _policy_clause(inp: HookInput) -> str:
-    policy = getattr(inp.optin, "interrupt", "all")
-    if policy == "urgent":
-        return "; during a turn only mail marked urgent is pushed, the rest is handed over when the turn ends"
-    if policy == "turn-end":
-        return "; during a turn nothing is pushed: mail is handed over when the turn ends"
-    return ""
+    clause = during_a_turn(getattr(inp.optin, "interrupt", INTERRUPT_ALL))
+    return f"; {clause}" if clause else ""
 
 
 def session_start(inp: HookInput, env: Environment, out: Output) -> int:

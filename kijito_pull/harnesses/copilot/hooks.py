@@ -26,6 +26,7 @@ from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.copilot.session import copilot_home
 from kijito_pull.harnesses.hookgate import HookInput
+from kijito_pull.harnesses.session.optin import INTERRUPT_ALL, during_a_turn
 
 WATCH = "copilot-watch"
 
@@ -75,12 +76,8 @@ def _pushes(inp: HookInput, env: Environment) -> bool:
 
 
 def _when(inp: HookInput) -> str:
-    policy = getattr(inp.optin, "interrupt", "all")
-    if policy == "all":
-        return " (during a turn, at the next model call)"
-    if policy == "urgent":
-        return " (during a turn only mail marked urgent, at the next model call; the rest when the turn ends)"
-    return " (when a turn ends)"
+    clause = during_a_turn(getattr(inp.optin, "interrupt", INTERRUPT_ALL))
+    return f" ({clause})" if clause else " (during a turn, at the next model call)"
 
 
 def _start(inp: HookInput, env: Environment, out: handover.Output, extra: tuple[str, ...] = ()) -> int:

@@ -49,6 +49,16 @@ def may_interrupt(policy: str, urgent: bool | None) -> bool:
     return False
 
 
+def during_a_turn(policy: str) -> str:
+    """What a session's first hand-over says a push does while a turn runs, under `policy` ("" for `all`,
+    where the push route's own words already say it: between tool calls, at the next model call)."""
+    if policy == INTERRUPT_URGENT:
+        return "during a turn only mail marked urgent is pushed, the rest is handed over when the turn ends"
+    if policy == INTERRUPT_TURN_END:
+        return "during a turn nothing is pushed: mail is handed over when the turn ends"
+    return ""
+
+
 @dataclass(frozen=True)
 class OptIn:
     opted_in: bool
