@@ -12,6 +12,7 @@ tests/e2e/test_copilot_e2e.py. Pinned down here:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -57,39 +58,39 @@ def c(sb, tmp_path) -> Copilot:
     return Copilot(sb, tmp_path)
 
 
-@pytest.mark.parametrize("policy, mode", [("all", "immediate"), ("turn-end", "enqueue")])
-def test_new_mail_goes_in_by_the_interrupt_policy_and_is_confirmed_from_the_record(sb, c, runtime, policy, mode):
+@contextlib.contextmanager
+def _watching(sb, c: Copilot, runtime: Path, policy: str, first: str):
+    """A watcher of the session under `policy`, with `first` sent and pushed: (extension, watcher)."""
     (c.project / "AGENTS.md").write_text((c.project / "AGENTS.md").read_text() + f"- inbox interrupt: {policy}\n")
     ext = FakeExtension(runtime, c.record, SID)
     watcher = _watch(c, runtime)
     try:
-        sb.send(PERSONA, "loom", "MAIL-PUSHED: build is red")
+        sb.send(PERSONA, "loom", first)
         if not _wait(lambda: ext.prompts):
             watcher.kill()
             raise AssertionError(watcher.stderr.read())
-        [prompt] = ext.prompts
-        assert prompt["mode"] == mode and "MAIL-PUSHED: build is red" in prompt["prompt"]
-        assert "kijito-ref:" in prompt["prompt"] and TOKEN not in prompt["prompt"]
-        assert _wait(lambda: c.pending() == []), c.pending()  # events.jsonl shows it: confirmed
-        assert "MAIL-PUSHED" not in c.run("--once", "--peek", "--persona", PERSONA)[1]
-        assert len(ext.prompts) == 1
+        yield ext, watcher
     finally:
         watcher.kill()
         watcher.wait(timeout=10)
         ext.close()
 
 
+@pytest.mark.parametrize("policy, mode", [("all", "immediate"), ("turn-end", "enqueue")])
+def test_new_mail_goes_in_by_the_interrupt_policy_and_is_confirmed_from_the_record(sb, c, runtime, policy, mode):
+    with _watching(sb, c, runtime, policy, "MAIL-PUSHED: build is red") as (ext, _watcher):
+        [prompt] = ext.prompts
+        assert prompt["mode"] == mode and "MAIL-PUSHED: build is red" in prompt["prompt"]
+        assert "kijito-ref:" in prompt["prompt"] and TOKEN not in prompt["prompt"]
+        assert _wait(lambda: c.pending() == []), c.pending()  # events.jsonl shows it: confirmed
+        assert "MAIL-PUSHED" not in c.run("--once", "--peek", "--persona", PERSONA)[1]
+        assert len(ext.prompts) == 1
+
+
 def test_under_the_urgent_policy_only_mail_announced_urgent_goes_in_mid_turn(sb, c, runtime):
     """Kijito's rows carry no urgent flag: the rise of the persona's urgent count, which the watcher's wake
     sees, marks the mail the next look finds; that batch goes `immediate` and says it is urgent."""
-    (c.project / "AGENTS.md").write_text((c.project / "AGENTS.md").read_text() + "- inbox interrupt: urgent\n")
-    ext = FakeExtension(runtime, c.record, SID)
-    watcher = _watch(c, runtime)
-    try:
-        sb.send(PERSONA, "loom", "MAIL-ORDINARY: lunch at noon")
-        if not _wait(lambda: ext.prompts):
-            watcher.kill()
-            raise AssertionError(watcher.stderr.read())
+    with _watching(sb, c, runtime, "urgent", "MAIL-ORDINARY: lunch at noon") as (ext, watcher):
         assert ext.prompts[0]["mode"] == "enqueue" and "urgent" not in ext.prompts[0]["prompt"].lower()
         assert _wait(lambda: c.pending() == []), c.pending()
         sb.send(PERSONA, "loom", "MAIL-URGENT: prod is down", urgent=True)
@@ -98,10 +99,6 @@ def test_under_the_urgent_policy_only_mail_announced_urgent_goes_in_mid_turn(sb,
         assert second["mode"] == "immediate" and "MAIL-URGENT: prod is down" in second["prompt"], second
         assert "A sender marked this message urgent." in second["prompt"], second["prompt"]
         assert _wait(lambda: c.pending() == []), c.pending()
-    finally:
-        watcher.kill()
-        watcher.wait(timeout=10)
-        ext.close()
 
 
 def test_a_refused_push_is_released_at_once(sb, c, runtime):
