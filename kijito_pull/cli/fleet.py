@@ -19,7 +19,7 @@ from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import CLOSED, Sink
-from kijito_pull.sources import redis_streams
+from kijito_pull.sources import redis_streams, redis_wake
 
 WAKE_SLICE = 1.0  # seconds one XREAD BLOCK waits at most, so SIGTERM and the sink's queue are seen soon
 
@@ -147,7 +147,7 @@ def watch(args: argparse.Namespace, env: Environment, settings: Settings, person
                 if item is not None:
                     break  # PULL_NOW (or CLOSED): pull at once
                 try:
-                    woken = bool(tops) and redis_streams.wait(tops, min(WAKE_SLICE, sweep - time.monotonic()))
+                    woken = bool(tops) and redis_wake.wait(tops, min(WAKE_SLICE, sweep - time.monotonic()))
                     if tops:
                         ops.succeeded()  # Redis answered the wait: the source is up
                     if woken:

@@ -12,6 +12,9 @@ from typing import IO
 
 @dataclass
 class Environment:
+    """What a command reads and writes besides files: its streams, environment variables and working
+    folder, injected so that every command runs in-process in tests."""
+
     stdin: IO[str] = field(default_factory=lambda: sys.stdin)
     stdout: IO[str] = field(default_factory=lambda: sys.stdout)
     stderr: IO[str] = field(default_factory=lambda: sys.stderr)

@@ -6,6 +6,8 @@ import enum
 
 
 class ExitCode(enum.IntEnum):
+    """The exit status of every command (README, "Exit codes"); cli/main.py maps failures onto it."""
+
     #: The command did its job, with or without mail.
     OK = 0
     #: The source failed: the server was unreachable, answered something we cannot trust, or mail could

@@ -30,6 +30,8 @@ class Counts:
 
 @dataclass(frozen=True)
 class NotifyFailed:
+    """One failed notify/pending request, as the notifier posts it to the watch loop."""
+
     error: ApiError
     unavailable: bool  # the endpoint is absent (404): per-persona polling must stand in for it
 

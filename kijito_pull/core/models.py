@@ -153,6 +153,9 @@ class InboxPage:
 
 @dataclass(frozen=True)
 class PendingCount:
+    """One persona's row of a notify/pending answer: its unread count and, where the server says, how
+    many of them a sender marked urgent."""
+
     persona: str
     unread: int
     unread_urgent: int | None
@@ -160,18 +163,24 @@ class PendingCount:
 
 @dataclass(frozen=True)
 class NotifyResult:
+    """A notify/pending answer: every persona's counts, and the cursor of a long-polled answer."""
+
     counts: tuple[PendingCount, ...]
     cursor: str | None  # present only when the server long-polled
 
 
 @dataclass(frozen=True)
 class PersonaInfo:
+    """One persona of the account's directory (GET /api/personas)."""
+
     persona: str
     memory_count: int | None
 
 
 @dataclass(frozen=True)
 class SendResult:
+    """What POST /api/send answered: the new message's id and its recipient."""
+
     id: int
     to: str
 

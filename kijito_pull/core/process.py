@@ -16,6 +16,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Proc:
+    """A process as a lease or holder names it: its pid and its start time, so a reused pid is not taken
+    for the process that held it."""
+
     pid: int
     start: str | None  # an opaque start-time token; None when the platform will not tell
 

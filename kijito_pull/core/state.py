@@ -38,7 +38,7 @@ EMPTY_CURSOR = -1
 
 
 class LockTimeout(StateError):
-    pass
+    """The cursor's lock was not had within the wait asked for (another puller holds it)."""
 
 
 @dataclass

@@ -376,6 +376,8 @@ def back_up_before_install(path: Path, before: bytes | None, ours_already: bool)
 
 @dataclass
 class Restored:
+    """How an uninstall put a settings file right: restored from the backup, removed, or edited."""
+
     how: str  # "restored" (byte for byte from the backup), "removed" (the file we created), "edited"
     backup: Path | None = None
 
@@ -437,6 +439,8 @@ def _remove_empty_dir(folder: Path) -> None:
 
 @dataclass
 class Ran:
+    """One command an installer ran: its argv, exit status and output."""
+
     argv: list[str]
     code: int
     output: str

@@ -20,6 +20,9 @@ _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|nu
 
 @dataclass
 class Node:
+    """One JSON value's place in the text (start, end, kind) and, for a container, its members or items,
+    so an edit can change one value and keep every other byte."""
+
     start: int
     end: int  # one past the value's last character
     kind: str  # "object" | "array" | "scalar"

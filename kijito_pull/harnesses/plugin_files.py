@@ -29,7 +29,7 @@ COPILOT_FILES = ("extensions/copilot/kijito-pull/extension.mjs",)
 
 
 class MissingPluginFiles(FileNotFoundError):
-    pass
+    """A plugin or extension file this installation should ship is not where it looks for it."""
 
 
 def _root(bundle: str, first: str) -> Path:

@@ -27,6 +27,8 @@ Reply = tuple[int, dict[str, Any]]
 
 
 class ApiError(Exception):
+    """An error answer of the sandbox's API: its HTTP status and message."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status

@@ -27,6 +27,9 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 class Sandbox:
+    """A Kijito-compatible server on 127.0.0.1 (`kijito-pull sandbox`, the demo and the tests): its store,
+    the request log, faults to inject, and the inbox window it serves."""
+
     def __init__(
         self,
         token: str,

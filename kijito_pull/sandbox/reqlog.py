@@ -17,6 +17,8 @@ from typing import Any
 
 
 class RequestLog:
+    """Every request the sandbox received, in order (GET /_sandbox/requests), for tests to count."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: list[dict[str, Any]] = []

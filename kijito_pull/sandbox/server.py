@@ -31,6 +31,8 @@ _CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, s
 
 
 class SandboxHTTPServer(ThreadingHTTPServer):
+    """The sandbox's threaded HTTP server; it keeps track of open connections so stop() can close them."""
+
     daemon_threads = True
     allow_reuse_address = True
 
@@ -92,6 +94,8 @@ class SandboxHTTPServer(ThreadingHTTPServer):
 
 
 class SandboxHandler(BaseHTTPRequestHandler):
+    """One connection's requests to the sandbox (HTTP/1.1 keep-alive), routed to its API."""
+
     protocol_version = "HTTP/1.1"
     server_version = f"KijitoSandbox/{__version__}"
     sys_version = ""

@@ -15,6 +15,8 @@ from typing import Any
 
 @dataclass
 class Window:
+    """The rows one inbox answer returns, newest first, and what the window's limits cut from it."""
+
     rows: list[dict[str, Any]] = field(default_factory=list)  # newest first, as taken
     truncated: bool = False
     size_dropped: int = 0

@@ -34,6 +34,9 @@ def _flat(value: object) -> str:
 
 
 class ExecSink(Sink):
+    """`--emit exec-per-event --exec CMD`: runs the command once per event with the KIJITOMON_* variables;
+    a message counts as taken when the command exits 0."""
+
     parks = True  # a command that keeps failing on one message: parked (docs/delivery.md, "Poison mail")
 
     def __init__(self, command: str, base_env: Mapping[str, str], timeout: float = 10.0,

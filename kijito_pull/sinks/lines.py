@@ -75,6 +75,8 @@ def _write(stream: IO[str], text: str) -> bool:
 
 
 class LineSink(Sink):
+    """`--format line`: one readable line per event on a stream."""
+
     def __init__(self, stream: IO[str]):
         self.stream = stream
 

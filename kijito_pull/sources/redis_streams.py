@@ -61,7 +61,6 @@ from kijito_pull.core import process
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import DEFAULT_TTL, Holder
 from kijito_pull.core.source import HoldingPull, Look
-from kijito_pull.core.wake import BRIEF_HOLD, Wakeup
 
 SCHEMES = ("redis", "rediss")
 FREE = "~free"  # the pool member given-back entries wait with (a holder key never starts with "~")
@@ -335,57 +334,6 @@ class RedisPull(HoldingPull):
                 self._source.give_back(read.sid, read.count if read.refused else read.before)
 
 
-def wait(sources: dict[str, tuple[RedisSource, str]], timeout: float) -> bool:
-    """The wake: block (XREAD BLOCK, which takes nothing from any group) until an entry is appended after
-    the given top id of any of `sources` (persona -> (source, top)), or `timeout` seconds pass. True when
-    something was appended. All sources share one client."""
-    if not sources:
-        return False
-    first = next(iter(sources.values()))[0]
-    with failures(first.where):
-        answer = first.client.xread({s.stream: top for s, top in sources.values()}, count=1,
-                                    block=max(1, int(timeout * 1000)))
-    return bool(answer)
-
-
-class RedisWake:
-    """The wake of one persona's stream: XREAD BLOCK (which takes nothing from any group) after the newest
-    entry seen, read when the wake is made, so an entry appended after the caller's first look wakes it.
-    Entries given back or claimed back append nothing: a caller sweeps now and then (`covered` is 0)."""
-
-    def __init__(self, source: RedisSource, hold: int):
-        self.source = source
-        # A blocked read must answer before the client's socket timeout would cut it off.
-        limit = source.client.connection_pool.connection_kwargs.get("socket_timeout") or hold + 1
-        self.hold = max(0.1, min(float(hold), limit - 0.5))
-        self.failures = 0
-        try:
-            self.after: str | None = source.top()
-        except ApiError:
-            self.after = None  # read again by the first wait, which reports news (look again)
-
-    def wait(self, brief: bool = False) -> Wakeup:
-        s = self.source
-        try:
-            if self.after is None:
-                self.after = s.top()
-                return Wakeup(True)
-            with failures(s.where):
-                answer = s.client.xread({s.stream: self.after}, count=1,
-                                        block=int(1000 * min(BRIEF_HOLD, self.hold) if brief else 1000 * self.hold))
-        except ApiError as exc:
-            self.failures += 1
-            return Wakeup(True, pause=min(30.0, 2.0 ** min(self.failures, 5) / 2), failed=exc)
-        self.failures = 0
-        rows = [sid for _key, entries in (answer or []) for sid, _fields in entries]
-        if rows:
-            self.after = rows[-1]
-        return Wakeup(bool(rows))
-
-    def close(self) -> None:
-        pass  # the source's client is the context's, closed with it
-
-
 class RedisSource:
     """The Redis Streams mail source for one (persona, consumer group) (core/source.py's MailSource).
 
@@ -457,7 +405,10 @@ class RedisSource:
         with failures(self.where):
             return Look([m for _sid, m in self.peek()], [])
 
-    def wake(self, hold: int, poll: float) -> RedisWake:
+    def wake(self, hold: int, poll: float) -> Any:
+        """The stream's wake (sources/redis_wake.py's RedisWake: XREAD BLOCK); `poll` is not needed."""
+        from kijito_pull.sources.redis_wake import RedisWake
+
         return RedisWake(self, hold)
 
     def remarks(self, delivered: int) -> list[str]:

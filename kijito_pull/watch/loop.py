@@ -36,6 +36,8 @@ STALE_RECHECK = 3.0  # a count rose but the inbox read showed nothing new (a lag
 
 @dataclass
 class WatchOptions:
+    """The settings of one watch loop (the flags of `kijito-pull watch`; the relay sets its own)."""
+
     consumer: str = "agent"
     wait: int = 50
     poll_seconds: float = 60.0

@@ -57,6 +57,8 @@ class CodexHook:
 
 @dataclass(frozen=True)
 class HookList:
+    """What Codex's app server lists as its hooks, with the warnings and errors it reported."""
+
     hooks: tuple[CodexHook, ...]
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()

@@ -26,6 +26,8 @@ from kijito_pull.harnesses.codex.appserver import AppServerError, CodexHook
 
 @dataclass
 class Look:
+    """What one look at Codex's hooks found: ours that Codex lists, and our hooks files it does not read."""
+
     ours: list[CodexHook] = field(default_factory=list)  # our hooks Codex lists
     unread: list[Path] = field(default_factory=list)  # hooks files of ours Codex does not read (untrusted project)
 

@@ -90,6 +90,8 @@ def _covers(trusted: str, folder: Path) -> bool:
 
 @dataclass
 class Verdict:
+    """Whether Copilot CLI trusts a folder, and by which rule (or why not)."""
+
     trusted: bool
     why: str
 

@@ -20,13 +20,8 @@ agents' mail into its events file. `installed` reads back which consumer an inst
 (a unit from before `--consumer` existed has none: it runs with the config file's, else `agent`);
 kijito_pull.harnesses.daemon.checks flags a daemon that shares the agents' cursor.
 
-`kijito-pull install daemon --relay --redis URL [--persona P ...] [--redis-password-file FILE]`: the relay
-variant (docs/fleets.md), `kijito-pull relay` supervised instead of a watch, one per user:
-    ~/.config/systemd/user/kijito-pull-relay.service   (Type=notify, WatchdogSec; systemctl --user enable
-                                                       --now kijito-pull-relay)
-    ~/Library/LaunchAgents/com.kijito.pull-relay.plist
-A URL with a password in it is refused (exit 2) before anything is written: the unit's command line is
-readable by every user. `uninstall daemon --relay` removes the file and stops the relay.
+`install daemon --relay`, the relay variant, is daemon/relayinstall.py, on the steps shared here
+(`service_commands`, `finish`, `finish_uninstall`).
 """
 
 from __future__ import annotations
@@ -71,7 +66,7 @@ def agents_dir(environ: Mapping[str, str]) -> Path:
 def token_path(system: str, environ: Mapping[str, str]) -> Path:
     from kijito_pull.harnesses.daemon import supervision
 
-    return common.home(environ) / supervision._LAYOUT[system]["token"]
+    return common.home(environ) / supervision.token_file(system)
 
 
 def relay_unit_path(environ: Mapping[str, str]) -> Path:
@@ -132,9 +127,9 @@ def installed(environ: Mapping[str, str]) -> list[Installed]:
 
     out = []
     unit = unit_path(environ)
-    text = _read_text(unit)
+    text = read_text(unit)
     if text is not None:
-        argv = _split(_exec_start(text))
+        argv = split_line(exec_start(text))
         out.append(Installed(SYSTEMD, unit, enabled_personas(environ),
                              supervision.watch_option(argv, "--consumer"), argv))
     try:
@@ -142,7 +137,7 @@ def installed(environ: Mapping[str, str]) -> list[Installed]:
     except OSError:
         plists = []
     for plist in plists:
-        argv = _plist_arguments(_read_text(plist) or "")
+        argv = plist_arguments(read_text(plist) or "")
         persona = supervision.watch_option(argv, "--persona")
         out.append(Installed(LAUNCHD, plist, [persona] if persona else [],
                              supervision.watch_option(argv, "--consumer"), argv))
@@ -159,14 +154,14 @@ def agent_consumer(environ: Mapping[str, str]) -> str:
         return config.DEFAULT_CONSUMER
 
 
-def _split(line: str | None) -> list[str]:
+def split_line(line: str | None) -> list[str]:
     try:
         return shlex.split(line) if line else []
     except ValueError:
         return []
 
 
-def _plist_arguments(text: str) -> list[str]:
+def plist_arguments(text: str) -> list[str]:
     import plistlib
 
     try:
@@ -180,7 +175,7 @@ def _consumer_shown(consumer: str | None) -> str:
     return f"consumer {consumer}" if consumer else "no --consumer (the config file's consumer, else agent)"
 
 
-def _exec_start(text: str) -> str | None:
+def exec_start(text: str) -> str | None:
     for line in text.splitlines():
         if line.startswith("ExecStart="):
             return line.split("=", 1)[1].strip()
@@ -204,9 +199,9 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
 
     out = []
     unit = unit_path(environ)
-    text = _read_text(unit)
+    text = read_text(unit)
     if text is not None:
-        line = _exec_start(text)
+        line = exec_start(text)
         try:
             first = shlex.split(line)[0] if line else None
         except (ValueError, IndexError):
@@ -216,7 +211,7 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
         personas = enabled_personas(environ)
         detail = (f"enabled for {', '.join(personas)}" if personas
                   else "not enabled for any persona (`kijito-pull install daemon --persona NAME`)")
-        detail += "; " + _consumer_shown(supervision.watch_option(_split(line), "--consumer"))
+        detail += "; " + _consumer_shown(supervision.watch_option(split_line(line), "--consumer"))
         if not token_path(SYSTEMD, environ).is_file():
             detail += f"; no token file at {token_path(SYSTEMD, environ)}"
         out.append(Wiring(NAME, USER, True, str(unit), command, exists, detail))
@@ -225,50 +220,17 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
     except OSError:
         plists = []
     for plist in plists:
-        text = _read_text(plist) or ""
+        text = read_text(plist) or ""
         program = _plist_program(text)
         exists = bool(program) and common.which(program, environ) is not None
-        consumer = supervision.watch_option(_plist_arguments(text), "--consumer")
+        consumer = supervision.watch_option(plist_arguments(text), "--consumer")
         out.append(Wiring(NAME, USER, True, str(plist), program, exists, f"launchd agent; {_consumer_shown(consumer)}"))
-    out += _relay_wiring(environ)
-    return out
+    from kijito_pull.harnesses.daemon import relayinstall
+
+    return out + relayinstall.wiring(environ)
 
 
-def _relay_wiring(environ: Mapping[str, str]) -> list[Wiring]:
-    """The relay variant's unit and plist, when installed: what they relay, and what they would miss."""
-    from kijito_pull.harnesses.daemon import supervision
-
-    out = []
-    for system, path in ((SYSTEMD, relay_unit_path(environ)), (LAUNCHD, relay_plist_path(environ))):
-        text = _read_text(path)
-        if text is None:
-            continue
-        argv = _split(_exec_start(text)) if system == SYSTEMD else _plist_arguments(text)
-        first = argv[0] if argv else None
-        found = common.which(first, environ) if first else None
-        personas = [argv[n + 1] for n, w in enumerate(argv[:-1]) if w == "--persona"]
-        url = supervision.watch_option(argv, "--redis") or "?"
-        detail = (f"relay to {_safe_url(url)} for {', '.join(personas) if personas else 'every persona of the account'}"
-                  f" ({'systemd, Type=notify' if system == SYSTEMD else 'launchd agent'})")
-        password = supervision.watch_option(argv, "--redis-password-file")
-        if password and not Path(password).is_file():
-            detail += f"; no Redis password file at {password}"
-        if not token_path(system, environ).is_file():
-            detail += f"; no token file at {token_path(system, environ)}"
-        out.append(Wiring(NAME, USER, True, str(path), found or first, found is not None, detail))
-    return out
-
-
-def _safe_url(url: str) -> str:
-    from kijito_pull.sources import redis_streams
-
-    try:
-        return redis_streams.safe_url(url)
-    except ValueError:
-        return "an unreadable Redis URL"
-
-
-def _read_text(path: Path) -> str | None:
+def read_text(path: Path) -> str | None:
     try:
         return path.read_text("utf-8", "replace")
     except OSError:
@@ -321,7 +283,7 @@ def lingering(environ: Mapping[str, str], cwd: Path) -> str:
     return f"lingering: cannot tell ({first})"
 
 
-def _token_note(system: str, environ: Mapping[str, str]) -> str | None:
+def token_note(system: str, environ: Mapping[str, str]) -> str | None:
     path = token_path(system, environ)
     if path.is_file():
         mode = path.stat().st_mode & 0o077
@@ -331,7 +293,7 @@ def _token_note(system: str, environ: Mapping[str, str]) -> str | None:
             f"    (umask 077; printf '%s\\n' \"$KIJITOMON_TOKEN\" > {shlex.quote(str(path))})")
 
 
-def _api_base_note(environ: Mapping[str, str]) -> str:
+def api_base_note(environ: Mapping[str, str]) -> str:
     """The API base the service will use: its command has no --api-base and the supervisor does not pass on
     this shell's $KIJITO_BASE, so it is the config file's api_base, else the default."""
     try:
@@ -406,71 +368,7 @@ def _consumer_notes(consumer: str, environ: Mapping[str, str]) -> list[str]:
     return [f"consumer: {consumer} (the daemon's own cursor; the agent harnesses keep theirs, {agents})"]
 
 
-def _relay_request(request: InstallRequest) -> tuple[str, list[str], str | None]:
-    """(Redis URL, personas, absolute password file or None) of `install daemon --relay`; InstallError
-    (exit 2) for a missing or wrong URL, one with a password in it, a bad persona or --consumer."""
-    from kijito_pull.context import refuse_password_in_argv
-    from kijito_pull.sources import redis_streams
-
-    url = request.option("redis")
-    if not url:
-        raise InstallError("--relay needs --redis redis://HOST:PORT/DB", ExitCode.USAGE)
-    if request.option("consumer") is not None:
-        raise InstallError("--consumer names a watch's cursor; the relay keeps its own (consumer relay)",
-                           ExitCode.USAGE)
-    try:
-        redis_streams.check_url(url)
-        refuse_password_in_argv(url, "--redis")
-        personas = list(dict.fromkeys(config.validate_persona(p) for p in request.option("persona") or []))
-    except (ValueError, config.ConfigError) as exc:
-        raise InstallError(str(exc), ExitCode.USAGE) from None
-    password = request.option("redis_password_file")
-    if password:
-        password = os.path.abspath(os.path.join(request.cwd, os.path.expanduser(password)))
-    return url, personas, password
-
-
-def _password_note(path: str | None) -> str | None:
-    if path is None:
-        return ("Redis password: none given (--redis-password-file FILE); the relay reads the config file's "
-                "redis_password_file if it has one, else connects without a password")
-    if not os.path.isfile(path):
-        return f"no Redis password file at {path}: the service exits with status 2 until it exists (mode 0600)"
-    if os.stat(path).st_mode & 0o077:
-        return f"{path} is readable by others: chmod 600 {shlex.quote(path)} (the relay refuses it until then)"
-    return f"Redis password: from {path} (never in the unit)"
-
-
-def _install_relay(request: InstallRequest) -> Outcome:
-    from kijito_pull.harnesses.daemon import supervision
-
-    environ, here, dry_run = request.environ, Path(request.cwd), request.dry_run
-    system = request.option("system") or default_system()
-    url, personas, password = _relay_request(request)
-    if system == SYSTEMD:
-        path = relay_unit_path(environ)
-        text = supervision.render_systemd_relay(None, url, personas, password).encode("utf-8")
-        name = supervision.RELAY_UNIT
-    else:
-        path = relay_plist_path(environ)
-        text = supervision.render_launchd_relay(None, url, personas, str(common.home(environ)),
-                                                password).encode("utf-8")
-        name = supervision.RELAY_LABEL
-    outcome = Outcome(NAME, USER, "install", path=path)
-    before = common.read_bytes(path)
-    changed = before != text
-    tool, running = _service_commands(outcome, system, name, path, changed, before is not None, [name],
-                                      environ, here)
-    outcome.diffs.append(common.diff(path, before, text))
-    which = ", ".join(personas) if personas else "every persona of the account (--persona NAME to name them)"
-    outcome.notes.append(f"relay to {_safe_url(url)} for {which}")
-    for note in (_password_note(password), _token_note(system, environ), _api_base_note(environ)):
-        if note:
-            outcome.notes.append(note)
-    return _finish(outcome, system, running, dry_run, changed, before, path, text, tool, environ, here)
-
-
-def _service_commands(outcome: Outcome, system: str, name: str, path: Path, changed: bool, existed: bool,
+def service_commands(outcome: Outcome, system: str, name: str, path: Path, changed: bool, existed: bool,
                       restart: list[str], environ: Mapping[str, str], here: Path) -> tuple[str | None, bool]:
     """(the service manager found on PATH, whether the service already runs as asked), the commands an
     install runs appended to `outcome`: under systemd reload a changed unit, enable and start `name`, and
@@ -497,7 +395,7 @@ def _service_commands(outcome: Outcome, system: str, name: str, path: Path, chan
     return tool, loaded and not changed
 
 
-def _finish(outcome: Outcome, system: str, running: bool, dry_run: bool, changed: bool, before: bytes | None,
+def finish(outcome: Outcome, system: str, running: bool, dry_run: bool, changed: bool, before: bytes | None,
             path: Path, text: bytes, tool: str | None, environ: Mapping[str, str], here: Path) -> Outcome:
     """The end every install shares: nothing to do, a dry run, or the file written and the commands run."""
     if running:
@@ -530,7 +428,9 @@ def install(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses.daemon import supervision
 
     if request.option("relay"):
-        return _install_relay(request)
+        from kijito_pull.harnesses.daemon import relayinstall
+
+        return relayinstall.install(request)
     for flag in ("redis", "redis_password_file"):
         if request.option(flag):
             raise InstallError(f"--{flag.replace('_', '-')} goes with --relay", ExitCode.USAGE)
@@ -552,18 +452,18 @@ def install(request: InstallRequest) -> Outcome:
     # the ones that run, every persona's, since they all share this one template.
     others = [p for p in enabled_personas(environ) if p != persona] if system == SYSTEMD else []
     restart = list(dict.fromkeys(instance(p) for p in [persona, *others]))
-    tool, running = _service_commands(outcome, system, name, path, changed, before is not None, restart,
+    tool, running = service_commands(outcome, system, name, path, changed, before is not None, restart,
                                       environ, here)
     if changed and before is not None and others:
         outcome.notes.append(f"the unit is one template for every persona: {', '.join(others)} also "
                              f"run{'s' if len(others) == 1 else ''} with consumer {consumer} from now on")
     outcome.diffs.append(common.diff(path, before, text))
     outcome.notes[:0] = _consumer_notes(consumer, environ)
-    note = _token_note(system, environ)
+    note = token_note(system, environ)
     if note:
         outcome.notes.append(note)
-    outcome.notes.append(_api_base_note(environ))
-    return _finish(outcome, system, running, dry_run, changed, before, path, text, tool, environ, here)
+    outcome.notes.append(api_base_note(environ))
+    return finish(outcome, system, running, dry_run, changed, before, path, text, tool, environ, here)
 
 
 def _query(argv: list[str], environ: Mapping[str, str], cwd: Path) -> str:
@@ -574,29 +474,13 @@ def _query(argv: list[str], environ: Mapping[str, str], cwd: Path) -> str:
 def uninstall(request: InstallRequest) -> Outcome:
     from kijito_pull.harnesses.daemon import supervision
 
-    relay = bool(request.option("relay"))
-    if relay:
-        environ, cwd, system, persona, dry_run = (request.environ, request.cwd,
-                                                  request.option("system") or default_system(), "", request.dry_run)
-    else:
-        environ, cwd, system, persona, dry_run = _target(request)
+    if request.option("relay"):
+        from kijito_pull.harnesses.daemon import relayinstall
+
+        return relayinstall.uninstall(request)
+    environ, cwd, system, persona, dry_run = _target(request)
     here = Path(cwd)
-    if relay:
-        path = relay_unit_path(environ) if system == SYSTEMD else relay_plist_path(environ)
-        outcome = Outcome(NAME, USER, "uninstall", path=path)
-        if not path.exists():
-            outcome.result = Result.NOT_INSTALLED
-            return outcome
-        if system == SYSTEMD:
-            tool = common.which("systemctl", environ)
-            outcome.commands.append([tool or "systemctl", "--user", "disable", "--now", supervision.RELAY_UNIT])
-            outcome.commands.append([tool or "systemctl", "--user", "daemon-reload"])
-        else:
-            tool = common.which("launchctl", environ)
-            outcome.commands.append([tool or "launchctl", "bootout", f"gui/{os.getuid()}/{supervision.RELAY_LABEL}"])
-        remove = True
-        outcome.diffs.append(common.diff(path, common.read_bytes(path), None))
-    elif system == SYSTEMD:
+    if system == SYSTEMD:
         path = unit_path(environ)
         tool = common.which("systemctl", environ)
         ctl = [tool or "systemctl", "--user"]
@@ -623,8 +507,14 @@ def uninstall(request: InstallRequest) -> Outcome:
         outcome.commands.append([tool or "launchctl", "bootout", f"gui/{os.getuid()}/{label}"])
         remove = True
         outcome.diffs.append(common.diff(path, common.read_bytes(path), None))
-    outcome.notes.append(f"kept: the token file ({token_path(system, environ)})"
-                         + (", the Redis streams and the relay's cursor" if relay else " and the events file"))
+    return finish_uninstall(outcome, system, tool, path, remove, dry_run, environ, here, "the events file")
+
+
+def finish_uninstall(outcome: Outcome, system: str, tool: str | None, path: Path, remove: bool, dry_run: bool,
+                     environ: Mapping[str, str], here: Path, kept: str) -> Outcome:
+    """The end every uninstall shares: what is kept, a dry run, or the commands run and the file removed
+    (under systemd before its daemon-reload)."""
+    outcome.notes.append(f"kept: the token file ({token_path(system, environ)}) and {kept}")
     if dry_run:
         outcome.result = Result.WOULD_UNINSTALL
         return outcome

@@ -53,6 +53,13 @@ _LAYOUT = {
     LAUNCHD: {"token": "Library/Application Support/kijito-pull/token",
               "events": "Library/Application Support/kijito-pull/events/{persona}.ndjson"},
 }
+
+
+def token_file(system: str) -> str:
+    """Where the unit of `system` (systemd, launchd) reads the token from, relative to the home folder."""
+    return _LAYOUT[system]["token"]
+
+
 _LAUNCHD_LOG = "Library/Logs/kijito-pull.{name}.log"
 
 def default_command() -> list[str]:

@@ -31,7 +31,7 @@ OPENCODE_ENV = "KIJITO_PULL_OPENCODE"  # which `opencode` to ask, when the plugi
 
 
 class RecordError(Exception):
-    pass
+    """OpenCode's record of a session could not be read (export failed or said something unexpected)."""
 
 
 def child_environ(environ: Mapping[str, str]) -> dict[str, str]:

@@ -42,7 +42,7 @@ def loopback(url: str) -> str | None:
 
 
 class ServerError(Exception):
-    pass
+    """An OpenCode server request failed or answered something unexpected."""
 
 
 class Server:

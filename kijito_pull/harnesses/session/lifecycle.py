@@ -62,6 +62,8 @@ class Result(str, enum.Enum):
 
 @dataclass
 class Outcome:
+    """What a session command (`kijito-pull session ...`) did: its result, the session and the details."""
+
     result: Result
     session_id: str | None = None
     detail: str = ""

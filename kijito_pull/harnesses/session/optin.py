@@ -61,6 +61,9 @@ def during_a_turn(policy: str) -> str:
 
 @dataclass(frozen=True)
 class OptIn:
+    """What a project's AGENTS.md (or CLAUDE.md) says: opted in or not, the persona and where it came
+    from, the interrupt policy, and any problem with them."""
+
     opted_in: bool
     project: Path  # the folder whose file opted in (or the starting folder)
     persona: str | None = None
