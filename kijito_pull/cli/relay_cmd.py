@@ -35,7 +35,7 @@ from kijito_pull.watch.loop import Watcher, WatchOptions
 
 DEFAULT_INTERVAL = 2.0
 RELAY_CONSUMER = "relay"
-KNOWN = 1000  # the newest ids per persona a relay checks Redis still holds, each pass
+KNOWN = 1000  # the newest ids per persona a relay checks Redis still holds, every --interval
 
 
 def register(sub: argparse._SubParsersAction) -> None:
