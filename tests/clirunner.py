@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -36,6 +37,23 @@ class Result:
         return [e["id"] for e in self.of_kind("new")]
 
 
+def unprivileged() -> list[str]:
+    """The argv prefix that runs a command without root's power to ignore file modes: as root, `unshare
+    --user` (a user namespace of its own: the owner's mode bits apply to it, and no capability overrides
+    them); as anyone else, nothing. A test of what an unreadable or unwritable file does runs its command
+    with it, so it tests the same thing on a developer's machine and in CI (which runs as root)."""
+    if os.geteuid() != 0:
+        return []
+    unshare = shutil.which("unshare") or "unshare"  # by its path: a test's own PATH may not hold it
+    try:
+        works = subprocess.run([unshare, "--user", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        works = False
+    if not works:
+        raise RuntimeError("running as root, and `unshare --user` is not available to drop root's file access")
+    return [unshare, "--user"]
+
+
 class Cli:
     """A configured kijito-pull: token and API base in the environment, a private state dir."""
 
@@ -56,9 +74,10 @@ class Cli:
                                             cwd=str(self.state_dir)))
         return Result(code, out.getvalue(), err.getvalue())
 
-    def spawn(self, *argv: str, env: Mapping[str, str] | None = None, **kwargs) -> subprocess.Popen:
+    def spawn(self, *argv: str, env: Mapping[str, str] | None = None, prefix: tuple[str, ...] | list[str] = (),
+              **kwargs) -> subprocess.Popen:
         environ = {**self.environ, "PYTHONPATH": str(REPO), **(env or {})}
-        return subprocess.Popen([sys.executable, "-m", "kijito_pull", *argv], env=environ,
+        return subprocess.Popen([*prefix, sys.executable, "-m", "kijito_pull", *argv], env=environ,
                                 stdout=kwargs.pop("stdout", subprocess.PIPE),
                                 stderr=kwargs.pop("stderr", subprocess.PIPE), text=True, **kwargs)
 

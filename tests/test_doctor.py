@@ -7,6 +7,8 @@ import io
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from kijito_pull import doctor
 from kijito_pull.cli.main import main
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses.session import lifecycle
+from tests.clirunner import REPO, unprivileged
 
 TOKEN = "tok-DoctorSecret-8f3a1c"
 
@@ -331,14 +334,15 @@ def test_state_dir_modes_and_stale_lease_and_stop_marker(machine):
 
 
 def test_state_dir_not_writable(machine, tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root can write anywhere")
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
-        environ = {**machine["environ"], "KIJITO_PULL_STATE_DIR": str(locked)}
-        got = findings(run(["--json"], environ, machine["project"])[1])
-        assert got["state_dir"]["verdict"] == "fail" and "not writable" in got["state_dir"]["detail"]
+        environ = {**machine["environ"], "KIJITO_PULL_STATE_DIR": str(locked), "PYTHONPATH": str(REPO)}
+        # a real process, and as root one that cannot ignore the mode (root can write anywhere)
+        ran = subprocess.run([*unprivileged(), sys.executable, "-m", "kijito_pull", "doctor", "--json"], env=environ,
+                             cwd=machine["project"], capture_output=True, text=True, timeout=60)
+        got = findings(ran.stdout)
+        assert got["state_dir"]["verdict"] == "fail" and "not writable" in got["state_dir"]["detail"], ran.stderr
     finally:
         locked.chmod(0o700)
 

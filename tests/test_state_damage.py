@@ -31,7 +31,7 @@ import pytest
 from kijito_pull.core import paths
 from kijito_pull.core.state import MAX_STATE_BYTES
 from kijito_pull.sandbox import Sandbox
-from tests.clirunner import Cli, Result
+from tests.clirunner import Cli, Result, unprivileged
 from tests.watchrunner import WatchProc
 
 TOKEN = "damage-token-3c1d"
@@ -77,9 +77,10 @@ class World:
         self._check(result)
         return result
 
-    def once_subprocess(self, *extra: str, timeout: float = 30) -> Result:
+    def once_subprocess(self, *extra: str, timeout: float = 30, prefix: list[str] | None = None) -> Result:
         # Run from the decoy directory, so a stray relative write would land where the snapshot sees it.
-        proc = self.cli.spawn("--once", "--json", "--persona", P, *extra, cwd=str(self.outside))
+        proc = self.cli.spawn("--once", "--json", "--persona", P, *extra, cwd=str(self.outside),
+                              prefix=prefix or [])
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -457,12 +458,11 @@ def test_a_loose_state_dir_root_is_made_private(world):
     assert stat.S_IMODE(os.stat(world.cursors).st_mode) == 0o700
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file; covered by the EACCES simulation")
 def test_a_chmod_000_state_file_is_announced_and_loses_nothing(world):
     world.establish()
     pending = world.send(3)
     os.chmod(world.state_file, 0)
-    result = world.once()
+    result = world.once_subprocess(prefix=unprivileged())  # root would read it anyway
     assert result.code == 0, result.stderr
     assert len(result.of_kind("state_corrupt")) == 1
     assert set(pending) <= set(result.new_ids)
