@@ -33,6 +33,18 @@ from kijito_pull.core.sink import Sink
 from kijito_pull.sources import redis_streams
 from kijito_pull.watch.loop import Watcher, WatchOptions
 
+DESCRIPTION = """\
+Append each persona's Kijito mail to its Redis stream (kijito:{persona}:mail), for the consumers that
+read it with --source redis://... --consumer GROUP (docs/fleets.md).
+
+Kijito's notify/pending long-poll wakes the relay, and it reads a persona's inbox only when that persona
+has new mail, so an idle relay costs about one request a minute however many personas it serves. A
+message counts as relayed only once Redis holds it: a killed relay loses nothing, and several relays
+against one Redis and account append each message once. Every --interval it checks that Redis still
+holds what it appended, and reads again from Kijito what a Redis restart lost.
+
+Runs until SIGTERM or SIGINT, then exits 0. Redis unreachable at the start: exit 1 with one line (no
+request to Kijito); no --redis or a wrong scheme: exit 2."""
 DEFAULT_INTERVAL = 2.0
 RELAY_CONSUMER = "relay"
 KNOWN = 1000  # the newest ids per persona a relay checks Redis still holds, every --interval
@@ -41,7 +53,7 @@ KNOWN = 1000  # the newest ids per persona a relay checks Redis still holds, eve
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "relay", help="append each persona's Kijito mail to a Redis stream (fleets; docs/fleets.md)",
-        description=__doc__.split("\n\n", 1)[1].strip(),
+        description=DESCRIPTION,
         epilog="examples:\n  kijito-pull relay --redis redis://10.0.0.5:6379/0 --persona river --persona argus\n"
                "  kijito-pull relay --redis redis://10.0.0.5:6379/0          # every persona of the account",
         formatter_class=argparse.RawDescriptionHelpFormatter)
