@@ -14,7 +14,10 @@ hooks, not even `--settings` ones, and binds no inbox socket, so the plugin neve
    ever involved). Its stdout and stderr are the command's own. The Kijito token ($KIJITOMON_TOKEN) is
    removed from its environment (hooks of a run without --bare read `token_file` from the config file).
 3. The hand-over is acknowledged only if the command exits 0 (for `claude -p`: the model answered the
-   prompt that carried the mail); otherwise, or if it is killed, the mail is unseen again.
+   prompt that carried the mail); otherwise, or if it is killed, the mail is unseen again. While the
+   command runs, this process renews its hold where the source asks it to (MailSource.renew: a Redis
+   group, whose members on other hosts cannot see this process), so a run on a machine that died is
+   claimed back after the group's --claim-after rather than at the end of the 6 h hold.
 4. Afterwards the inbox is checked again: mail that arrived during the run is not handed to a run that
    is over, nor is waiting mail that did not fit in the run's input (one hand-over shows what fits); both
    are announced on stderr and wait for the next run (or `kijito-pull --once`).
@@ -31,6 +34,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import uuid
 from collections.abc import Sequence
 
@@ -92,10 +96,14 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     persona = settings.personas[0]
     ctx = Context(settings)
     me = process.me()
-    holder = Holder(f"exec:{uuid.uuid4().hex[:12]}", me.pid, me.start, ttl=EXEC_TTL)
+    holder = Holder(f"exec:{uuid.uuid4().hex[:12]}", me.pid, me.start, ttl=EXEC_TTL, renews=True)
     sink = ExecSink(command, env)
     with ctx:
         engine = ctx.engine(persona)
+        done = threading.Event()
+        keeper = threading.Thread(target=_keep_holding, args=(engine, holder, done, env), name="exec-renew",
+                                  daemon=True)
+        keeper.start()
         try:
             # The hand-over loop records the mail as pending with this process, releases the cursor's lock,
             # runs the command (ExecSink.write) and settles by its exit status.
@@ -110,6 +118,8 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             if not args.run_anyway:
                 return ExitCode.SOURCE_FAILED
             report = None
+        finally:
+            done.set()
         if sink.code is None:  # no mail to hand over (or none could be read): run it all the same
             sink.run("")
         code = sink.code if sink.code is not None else 127
@@ -165,6 +175,23 @@ class ExecSink(BatchSink):
         self.raw = _run_command(self.command, text, self.env)
         self.code = 128 - self.raw if self.raw < 0 else self.raw  # ended by signal N: 128 + N, as a shell does
         return self.code
+
+
+def _keep_holding(engine, holder: Holder, done: threading.Event, env: Environment) -> None:  # noqa: ANN001
+    """Until `done`: renew the holder's hold as often as the source asks (never, for a local cursor). A
+    failed renewal is said once and tried again: the worst it costs is the mail handed over twice."""
+    period, said = 1.0, False
+    while not done.wait(period):
+        try:
+            due = engine.renew(holder)
+        except (ApiError, StateError) as exc:
+            if not said:
+                env.error(f"exec: the hold on the mail could not be renewed ({exc}); trying again")
+                said = True
+            continue
+        if due is None:
+            return
+        period = due
 
 
 def _listed(ids: list[int]) -> str:

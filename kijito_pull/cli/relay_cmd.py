@@ -5,7 +5,7 @@ account-wide `notify/pending` long-poll wakes it, and a persona is pulled only w
 rose, on a resync, or when it appears in the directory, so an idle relay costs Kijito about one request
 a minute however many personas it serves. Each pull hands the unseen messages, through the embedded
 engine (its own cursor, consumer `relay` by default), to a sink that appends each one to
-`kijito:{persona}:mail` with `sources.redis_streams.APPEND_LUA`, keyed by the Kijito id, so several
+`kijito:{persona}:mail` with `sources.redis_scripts.APPEND_LUA`, keyed by the Kijito id, so several
 relays against one Redis and account append each message once, a late-visible id is still taken, and
 the engine's cursor moves past a message only once Redis has it (a killed relay loses nothing). Every
 `--interval` a guard thread checks, in Redis alone, that Redis still holds the newest ids this relay

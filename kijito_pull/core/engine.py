@@ -138,6 +138,11 @@ class Engine:
             return []
         return sorted(i for i, e in state.pending.items() if e.held_by(holder))
 
+    def renew(self, holder: Holder) -> float | None:
+        """None: a holder of a local cursor is on this machine, so its death is seen (its pid) and its
+        ttl is the only other deadline; nothing to renew."""
+        return None
+
     def unseen(self, exclude: Iterable[int] = ()) -> list[int]:
         """The ids unseen now, read under the lock (a pull under way is waited for); nothing changes."""
         skip = set(exclude)

@@ -39,12 +39,16 @@ class Holder:
     pid    the session's host process, when known, so a holder that died is seen at once
     start  that process's start time (a reused pid is not mistaken for it)
     ttl    seconds after which an unconfirmed hand-over is claimed back even if the holder lives
+    renews the holder renews its hold while it lives (MailSource.renew: `exec`, waiting on its command):
+           a source that cannot see the holder's process (Redis, a member on another host) claims its
+           hand-overs back once a renewal is overdue, rather than only at `ttl`
     """
 
     key: str
     pid: int | None = None
     start: str | None = None
     ttl: float = DEFAULT_TTL
+    renews: bool = False
 
 
 @dataclass(frozen=True)

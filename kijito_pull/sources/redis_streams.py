@@ -30,6 +30,9 @@ session, else a per-process name (`host:pid`). The contract, call by call:
     close             everything read but neither acknowledged nor handed over is given back, with the
                       count it had before this pull (mail a sink never reached does not count)
     settle / held_by  the same, outside a pull, through the `ids` hash and XPENDING of the holder
+    renew             a holder that renews (`exec`): its records' deadlines moved to now + claim_after
+                      (never past now + its ttl at the hand-over), atomically (RENEW_LUA), so a holder
+                      that died on another host is claimed back once claim_after passes unrenewed
     unseen            a peek: entries after the group's last-delivered id, and pending entries that are
                       claimable now; nothing changes
     retry_parked      `kijito-pull parked --retry ID`: the parked entry is put back into this group's
@@ -61,6 +64,7 @@ from kijito_pull.core import process
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import DEFAULT_TTL, Holder
 from kijito_pull.core.source import HoldingPull, Look
+from kijito_pull.sources.redis_scripts import APPEND_LUA, RENEW_LUA, RETRY_LUA
 
 SCHEMES = ("redis", "rediss")
 FREE = "~free"  # the pool member given-back entries wait with (a holder key never starts with "~")
@@ -68,35 +72,6 @@ GIVEN_BACK_IDLE_MS = 10**12  # idle time of a given-back entry: past any member'
 DEFAULT_MAX_ATTEMPTS = 10
 READ_COUNT = 1000  # entries one pull reads at most (the rest come with the next pull)
 _SCAN = 10_000
-
-#: Append one Kijito message once: KEYS[1] stream, KEYS[2] ids hash; ARGV kid, from, created, content,
-#: urgent. Returns {1, entry id} when appended, {0, entry id} when it was there already. Keyed by the
-#: Kijito id (not an explicit stream id derived from it): a late-visible id lower than the last one
-#: appended must still be taken, and XADD refuses ids below the stream's top.
-APPEND_LUA = """
-local have = redis.call('HGET', KEYS[2], ARGV[1])
-if have then return {0, have} end
-local sid = redis.call('XADD', KEYS[1], '*', 'kid', ARGV[1], 'from', ARGV[2], 'created', ARGV[3],
-                       'content', ARGV[4], 'urgent', ARGV[5])
-redis.call('HSET', KEYS[2], ARGV[1], sid)
-return {1, sid}
-"""
-
-
-#: Give one parked entry back to its group: KEYS[1] stream, KEYS[2] dead stream, KEYS[3] the group's holders
-#: hash; ARGV group, stream id, idle ms, then the dead-letter entry ids to delete. Returns the number of
-#: dead rows deleted, or -1 when the stream no longer holds the entry (trimmed): then nothing changes.
-#: XCLAIM's FORCE creates the pending entry in this group's list although the entry was acknowledged;
-#: the other groups' positions and pending lists are not touched.
-RETRY_LUA = """
-if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then return -1 end
-redis.call('XCLAIM', KEYS[1], ARGV[1], '~free', 0, ARGV[2], 'IDLE', ARGV[3], 'RETRYCOUNT', 0, 'FORCE', 'JUSTID')
-redis.call('HDEL', KEYS[3], ARGV[2])
-local n = 0
-for i = 4, #ARGV do n = n + redis.call('XDEL', KEYS[2], ARGV[i]) end
-return n
-"""
-
 
 def stream_key(persona: str) -> str:
     return f"kijito:{{{persona}}}:mail"
@@ -395,6 +370,14 @@ class RedisSource:
                     out.append(message.id)
         return sorted(out)
 
+    def renew(self, holder: Holder) -> float | None:
+        """Move the deadlines of what `holder` holds to now + claim_after (module docstring); the seconds
+        until the next renewal is due (a third of claim_after)."""
+        with failures(self.where):
+            self.client.eval(RENEW_LUA, 1, holders_key(self.persona, self.consumer), holder.key, repr(time.time()),
+                             repr(float(self.claim_after)))
+        return max(0.2, self.claim_after / 3)
+
     def unseen(self, exclude: Iterable[int] = ()) -> list[int]:
         skip = set(exclude)
         with failures(self.where):
@@ -468,9 +451,11 @@ class RedisSource:
         """Who holds `sids` and until when (its ttl), so the claim-back keeps the holder's deadline."""
         if not sids:
             return
-        deadline = max(self.claim_after, holder.ttl)  # an exec run's hours are not cut to claim_after
-        value = json.dumps({"holder": holder.key, "until": time.time() + deadline, "host": socket.gethostname(),
-                            "pid": holder.pid, "start": holder.start})
+        now, longest = time.time(), max(self.claim_after, holder.ttl)  # an exec run's hours are not cut
+        # A holder that renews keeps its hold a claim_after at a time (`renew`), up to its ttl.
+        until = now + (self.claim_after if holder.renews else longest)
+        value = json.dumps({"holder": holder.key, "until": until, "expires": now + longest,
+                            "host": socket.gethostname(), "pid": holder.pid, "start": holder.start})
         self.client.hset(holders_key(self.persona, self.consumer), mapping={sid: value for sid in sids})
 
     def pending_of(self, member: str) -> dict[str, int]:
