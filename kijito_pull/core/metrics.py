@@ -30,6 +30,7 @@ from typing import Any
 
 from kijito_pull import __version__
 from kijito_pull.core import sdnotify
+from kijito_pull.core.models import first_line
 
 PREFIX = "kijito_pull"
 STATUS_EVERY = 1.0  # seconds between two STATUS= lines at most
@@ -97,7 +98,7 @@ class Metrics:
         with self._lock:
             self.last_activity = self.clock()
             self.counts["errors"] += 1
-            self.last_error = f"{kind}: {str(error).splitlines()[0][:200] if str(error) else type(error).__name__}"
+            self.last_error = f"{kind}: {first_line(error)}"
         if self._prom:
             self._prom["errors"].labels(kind=kind).inc()
         self._status()

@@ -47,6 +47,13 @@ MIN_ID = 1
 MAX_ID = 2**63 - 1
 
 
+def first_line(error: object, limit: int = 200) -> str:
+    """An error's first line, cut to `limit` characters (its type's name when it says nothing): what a
+    one-line report of a failure shows."""
+    text = str(error)
+    return text.splitlines()[0][:limit] if text.strip() else type(error).__name__
+
+
 class ApiError(Exception):
     """The source failed. `str()` is one line, safe to show: it never contains the token."""
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from kijito_pull.core import config
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
-from kijito_pull.core.models import ApiError
+from kijito_pull.core.models import ApiError, first_line
 from kijito_pull.doctor.config_checks import resolved
 
 SOURCE_CHECK_IDS = ("source", "source.redis", "source.stream", "source.persistence", "source.group")
@@ -110,28 +110,23 @@ def _ping(client: Any, where: str) -> Finding:
         client.ping()
         version = client.info("server").get("redis_version", "?")
     except redis.AuthenticationError as exc:
-        return Finding("source.redis", FAIL, f"{where} refused the password ({_first(exc)})",
+        return Finding("source.redis", FAIL, f"{where} refused the password ({first_line(exc)})",
                        "give the right password by $KIJITO_PULL_REDIS_PASSWORD, --redis-password-file FILE or "
                        "redis_password_file (never in a URL on a command line); for an ACL user, put it in the "
                        "URL as redis://USER@HOST:PORT/DB")
     except redis.ResponseError as exc:
         if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
-            return Finding("source.redis", FAIL, f"{where} requires a password ({_first(exc)})",
+            return Finding("source.redis", FAIL, f"{where} requires a password ({first_line(exc)})",
                            "give it by $KIJITO_PULL_REDIS_PASSWORD, --redis-password-file FILE or "
                            "redis_password_file")
-        return Finding("source.redis", FAIL, f"{where}: {_first(exc)}", "check that this is a Redis server")
+        return Finding("source.redis", FAIL, f"{where}: {first_line(exc)}", "check that this is a Redis server")
     except redis.RedisError as exc:
-        return Finding("source.redis", FAIL, f"{where} did not answer PING ({_first(exc)}): consumers exit 1 "
+        return Finding("source.redis", FAIL, f"{where} did not answer PING ({first_line(exc)}): consumers exit 1 "
                                              f"and nothing is acknowledged until it does",
                        "start Redis or fix the address (is it bound to this host's network? a firewall?); "
                        "redis-cli -h HOST -p PORT ping should say PONG")
     ms = (time.monotonic() - started) * 1000
     return Finding("source.redis", OK, f"{where} answered PING in {ms:.0f} ms (Redis {version})")
-
-
-def _first(exc: BaseException) -> str:
-    text = str(exc)
-    return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 def _stream(source: Any, client: Any, persona: str, group: str) -> Finding:
@@ -145,8 +140,8 @@ def _stream(source: Any, client: Any, persona: str, group: str) -> Finding:
                            f"(or kijito-pull install daemon --relay --redis {source.where} --persona {persona})")
         length = client.xlen(source.stream)
         groups = [row["group"] for row in source.lag()]
-    except redis.RedisError as exc:
-        return Finding("source.stream", WARN, f"{source.stream} could not be read ({_first(exc)})",
+    except (redis.RedisError, ApiError) as exc:  # lag() says a Redis failure as an ApiError
+        return Finding("source.stream", WARN, f"{source.stream} could not be read ({first_line(exc)})",
                        "check the Redis user's ACL: it needs the stream commands on kijito:*")
     held = f"{source.stream} holds {length} entr{'y' if length == 1 else 'ies'}"
     if group not in groups:
@@ -164,7 +159,7 @@ def _persistence(client: Any, where: str) -> Finding:
         appendonly = client.config_get("appendonly").get("appendonly", "")
         appendfsync = client.config_get("appendfsync").get("appendfsync", "")
     except redis.RedisError as exc:
-        return Finding("source.persistence", WARN, f"{where}: CONFIG GET was refused ({_first(exc)}), so "
+        return Finding("source.persistence", WARN, f"{where}: CONFIG GET was refused ({first_line(exc)}), so "
                                                    f"persistence cannot be told from here",
                        "check the server's redis.conf (or the managed service's settings) for appendonly yes and "
                        "appendfsync always or everysec (docs/fleets.md, Settings that make the guarantee hold)")

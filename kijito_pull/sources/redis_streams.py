@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kijito_pull.core import process
-from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.models import ApiError, Message, first_line
 from kijito_pull.core.pending import DEFAULT_TTL, Holder
 from kijito_pull.core.source import HoldingPull, Look
 from kijito_pull.sources.redis_scripts import APPEND_LUA, RENEW_LUA, RETRY_LUA
@@ -143,8 +143,7 @@ def failures(where: str) -> Iterator[None]:
     try:
         yield
     except redis.RedisError as exc:
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise ApiError(f"Redis at {where} failed: {first}", transient=True) from None
+        raise ApiError(f"Redis at {where} failed: {first_line(exc)}", transient=True) from None
 
 
 def fields_of(message: Message) -> list[str]:

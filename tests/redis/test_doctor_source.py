@@ -174,3 +174,20 @@ def test_a_source_that_is_not_redis_fails(home):
     assert code == 1 and got["source"]["verdict"] == "fail" and "redis://" in got["source"]["fix"]
     code, got, _ = doctor(home, "--persona", PERSONA, "--source", "redis://:pw@127.0.0.1:1/0")
     assert code == 1 and "a password in the Redis URL" in got["source"]["detail"] and "pw@" not in json.dumps(got)
+
+
+def test_a_user_the_server_lets_read_less_gets_warnings_not_a_traceback(redis_server, home):
+    """An ACL user that may PING and look at the stream but not XINFO/XPENDING/XRANGE: each check that
+    needs those says so and names the fix; none breaks the doctor."""
+    fill(redis_server.url)
+    secret = "pw-" + "r7" * 8
+    redis_server.client().execute_command("ACL", "SETUSER", "narrow", "on", f">{secret}", "~*", "&*", "+ping",
+                                          "+info", "+config|get", "+exists", "+xlen", "+client", "+hello", "+auth")
+    url = redis_server.url.replace("redis://", "redis://narrow@")
+    code, got, _ = doctor({**home, "KIJITO_PULL_REDIS_PASSWORD": secret}, "--persona", PERSONA, "--source", url,
+                          "--consumer", "ci")
+    assert got["source.redis"]["verdict"] == "ok", got["source.redis"]
+    assert got["source.stream"]["verdict"] == "warn" and "could not be read" in got["source.stream"]["detail"]
+    assert "ACL" in got["source.stream"]["fix"]
+    assert got["source.group"]["verdict"] == "warn" and "ACL" in got["source.group"]["fix"]
+    assert secret not in json.dumps(got)
