@@ -106,7 +106,7 @@ def _relay_argv(command: Sequence[str], redis_url: str, personas: Sequence[str],
 def rendered_relay_argv(executable: str | Sequence[str] | None, redis_url: str, personas: Sequence[str],
                         home: str, password_file: str | None = None, system: str = SYSTEMD) -> list[str]:
     """The argv the rendered relay unit (system="systemd", %h expanded to `home`) or plist runs."""
-    return _relay_argv(_command(executable), redis_url, personas, os.path.join(home, _LAYOUT[system]["token"]),
+    return _relay_argv(_command(executable), redis_url, personas, os.path.join(home, token_file(system)),
                        password_file)
 
 
@@ -169,7 +169,7 @@ def render_systemd_relay(executable: str | Sequence[str] | None, redis_url: str,
     """The text of `kijito-pull-relay.service`: the relay for `personas` (none: every persona of the account)."""
     command = [_systemd_word(w, executable=(n == 0)) for n, w in enumerate(_command(executable))]
     argv = _relay_argv(command, _systemd_word(redis_url), [_systemd_word(p) for p in personas],
-                       _systemd_word("%h/" + _LAYOUT[SYSTEMD]["token"], specifiers=True),
+                       _systemd_word("%h/" + token_file(SYSTEMD), specifiers=True),
                        _systemd_word(password_file) if password_file else None)
     return _fill(_template(RELAY_UNIT), {"EXEC_START": " ".join(argv)})
 
