@@ -79,9 +79,6 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
 def _retry(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
     """`parked --retry ID --persona P [--consumer G]`: message ID back in group G's pending list, handed over
     once by the next pull of any member of G (RedisSource.retry_parked); no other group gets it again."""
-    if not args.persona or len(args.persona) != 1:
-        env.error("--retry needs exactly one --persona (whose stream the message is parked from)")
-        return ExitCode.USAGE
     persona, group = settings.personas[0], settings.consumer
     with Context(settings) as ctx:
         source = ctx.redis_source(persona)

@@ -68,6 +68,9 @@ def _rows(env: Environment, personas: list[str] | None, consumer: str | None) ->
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     settings = options.settings(args, env)
+    if args.retry is not None and (not args.persona or len(args.persona) != 1):
+        env.error("--retry needs exactly one --persona (whose cursor or stream the message is parked on)")
+        return ExitCode.USAGE
     if settings.source is not None:
         from kijito_pull.cli import fleet
 
@@ -91,9 +94,6 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
 
 def _retry(args: argparse.Namespace, env: Environment) -> ExitCode:
     settings = options.settings(args, env)
-    if not args.persona or len(args.persona) != 1:
-        env.error("--retry needs exactly one --persona (whose cursor the message is parked on)")
-        return ExitCode.USAGE
     persona = settings.personas[0]
     store = Context(settings).store(persona)
     try:
