@@ -443,7 +443,13 @@ class EntryTrials:
         point = RANDOM
         if self.answer_kills() < self.answer_quota and (self.random_kills() >= self.args.kills
                                                         or self.rng.random() < 0.5):
-            point = ANSWER if self.rng.random() < 0.5 else TIMEOUT
+            # The kind tried less often goes next (a tie by chance), so a short run has both kinds: a coin
+            # for each let a four-kill quota land all as TIMEOUT one run in sixteen.
+            tried = {p: sum(1 for r in self.runs if r.point == p) for p in (ANSWER, TIMEOUT)}
+            if tried[ANSWER] == tried[TIMEOUT]:
+                point = ANSWER if self.rng.random() < 0.5 else TIMEOUT
+            else:
+                point = min(tried, key=tried.__getitem__)
         estimate = (self.base_s + self.per_msg_s * max(self.pending(), n)) * self.scale
         if self.rng.random() < 0.5:
             delay = self.rng.uniform(0.0, estimate * 1.1)
