@@ -148,14 +148,26 @@ class Settings:
             raise config.ConfigError(f"mark_read must be true or false, not {str(value)[:20]!r}")
         return value
 
+    @property
+    def source_asked(self) -> tuple[str, str | None]:
+        """(the Redis source as given, where from: "--source", "$KIJITO_PULL_SOURCE" or "the config file's
+        source"), or ("", None) when none is asked for. Not checked: `source` does that."""
+        if self.flags.source:
+            return self.flags.source, "--source"
+        if value := self.environ.get(SOURCE_ENV, "").strip():
+            return value, f"${SOURCE_ENV}"
+        if value := self.file.get("source"):
+            return str(value), "the config file's source"
+        return "", None
+
     @functools.cached_property
     def source(self) -> str | None:
         """A Redis source URL (--source, else $KIJITO_PULL_SOURCE, else the config file's source), or None:
         the embedded Kijito engine. Any other scheme is a ConfigError."""
         if self.flags.source:
             refuse_password_in_argv(self.flags.source, "--source")
-        value = self.flags.source or self.environ.get(SOURCE_ENV, "").strip() or self.file.get("source")
-        if not value:
+        value, origin = self.source_asked
+        if origin is None:
             return None
         from kijito_pull.sources import redis_streams
 

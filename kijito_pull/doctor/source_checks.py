@@ -30,19 +30,7 @@ SOURCE_CHECK_IDS = ("source", "source.redis", "source.stream", "source.persisten
 
 def configured(ctx: Context) -> bool:
     """A Redis source is asked for (by a flag, the environment or the config file), usable or not."""
-    from kijito_pull.context import SOURCE_ENV
-
-    return bool(ctx.source_flag or ctx.environ.get(SOURCE_ENV, "").strip() or ctx.settings.get("source"))
-
-
-def _origin(ctx: Context) -> str:
-    from kijito_pull.context import SOURCE_ENV
-
-    if ctx.source_flag:
-        return "--source"
-    if ctx.environ.get(SOURCE_ENV, "").strip():
-        return f"${SOURCE_ENV}"
-    return "the config file's source"
+    return resolved(ctx).source_asked[1] is not None
 
 
 def check_source(ctx: Context) -> list[Finding]:
@@ -52,19 +40,20 @@ def check_source(ctx: Context) -> list[Finding]:
     from kijito_pull.sources import redis_streams
 
     settings = resolved(ctx)
+    origin = settings.source_asked[1]
     try:
         url = settings.source
         group = settings.consumer
     except config.ConfigError as exc:
         ctx.source = None
-        return [Finding("source", FAIL, f"{exc} (from {_origin(ctx)})",
+        return [Finding("source", FAIL, f"{exc} (from {origin})",
                         "use redis://HOST:PORT/DB (or rediss://), with no password in a command line: "
                         "$KIJITO_PULL_REDIS_PASSWORD, --redis-password-file or redis_password_file"),
                 *_not_checked("the source finding")]
     assert url is not None
     where = redis_streams.safe_url(url)
     ctx.source = where
-    found = [Finding("source", OK, f"Redis stream source {where} (from {_origin(ctx)}), consumer group {group}; "
+    found = [Finding("source", OK, f"Redis stream source {where} (from {origin}), consumer group {group}; "
                                    f"Kijito is not asked (consumers read the stream)")]
     client = None
     try:
