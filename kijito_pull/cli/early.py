@@ -46,7 +46,9 @@ def restore_interrupts() -> None:
 _console = bool(sys.argv) and hookgate.is_console(sys.argv[0]) and not (len(sys.argv) > 1 and sys.argv[1] == "hook")
 if _console and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_at_start)
-if _console and LONG_RUNNING.intersection(sys.argv[1:]) and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+# The command is the first word (cli.main); a later one may be a value (`--once --persona watch`).
+_long_running = len(sys.argv) > 1 and sys.argv[1] in LONG_RUNNING
+if _console and _long_running and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
     signal.signal(signal.SIGTERM, _stopped_at_start)
 
 hookgate.early_gate()

@@ -107,11 +107,13 @@ def test_sigterm_during_the_start_up_of_a_long_running_command_is_a_clean_stop(c
     assert (ran.returncode, ran.stderr, ran.stdout) == (0, "kijito-pull: stopped before it started\n", "")
 
 
-def test_sigterm_during_the_start_up_of_a_one_shot_command_still_ends_it(cli):
-    """`--once` is not a long-running command: SIGTERM keeps its default meaning (the process ends by it)."""
+@pytest.mark.parametrize("persona", ["river", "watch"])
+def test_sigterm_during_the_start_up_of_a_one_shot_command_still_ends_it(cli, persona):
+    """`--once` is not a long-running command: SIGTERM keeps its default meaning (the process ends by it),
+    also for a persona that is named like one (only the command word counts)."""
     environ = {**cli.environ, "PYTHONPATH": str(REPO)}
     code = _INTERRUPT_AT.format(module="requests", signal="SIGTERM")
-    ran = subprocess.run([sys.executable, "-c", code, "-", "--once", "--persona", "river"], env=environ,
+    ran = subprocess.run([sys.executable, "-c", code, "-", "--once", "--persona", persona], env=environ,
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == -signal.SIGTERM, ran.stderr
 
