@@ -8,8 +8,8 @@ engine (its own cursor, consumer `relay` by default), to a sink that appends eac
 `kijito:{persona}:mail` with `sources.redis_scripts.APPEND_LUA`, keyed by the Kijito id, so several
 relays against one Redis and account append each message once, a late-visible id is still taken, and
 the engine's cursor moves past a message only once Redis has it (a killed relay loses nothing). Every
-`--interval` a guard thread checks, in Redis alone, that Redis still holds the newest ids this relay
-saw appended (KNOWN per persona); what it lost (a restart that lost its tail) is read again from Kijito
+`--interval` a guard thread checks, in Redis alone and in one round trip (sources/redis_tail.py), that
+Redis still holds what this relay appended; what it lost (a restart that lost its tail) is read again from Kijito
 by id and appended again. Runs until SIGTERM or SIGINT, then exits 0. Redis unreachable at start: exit 1
 with one line; a failure later is one line and is retried (nothing was acknowledged past what Redis
 holds). docs/fleets.md.
@@ -18,7 +18,6 @@ holds). docs/fleets.md.
 from __future__ import annotations
 
 import argparse
-import collections
 import threading
 
 from kijito_pull.cli import operations, options
@@ -31,6 +30,7 @@ from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.sink import Sink
 from kijito_pull.sources import redis_streams
+from kijito_pull.sources.redis_tail import TailCheck
 from kijito_pull.watch.loop import Watcher, WatchOptions
 
 DESCRIPTION = """\
@@ -47,7 +47,6 @@ Runs until SIGTERM or SIGINT, then exits 0. Redis unreachable at the start: exit
 request to Kijito); no --redis or a wrong scheme: exit 2."""
 DEFAULT_INTERVAL = 2.0
 RELAY_CONSUMER = "relay"
-KNOWN = 1000  # the newest ids per persona a relay checks Redis still holds, every --interval
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,15 +78,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 class StreamSink(Sink):
-    """Takes a message once Redis holds it (appended now or by another relay before), and remembers the
-    newest KNOWN ids it saw held, so a Redis that lost its tail is noticed and refilled (`recover`)."""
+    """Takes a message once Redis holds it (appended now or by another relay before), and notes it in
+    `tail`, so a Redis that lost its tail is noticed (`tail.lost()`) and refilled (`recover`)."""
 
-    def __init__(self, appender: redis_streams.Appender, ops: metrics.Metrics | None = None):
+    def __init__(self, appender: redis_streams.Appender, tail: TailCheck, ops: metrics.Metrics | None = None):
         self.appender = appender
+        self.tail = tail
         self.ops = ops
         self.appended = 0
         self.redis_error: ApiError | None = None  # the last ApiError that came from Redis (not from Kijito)
-        self.known: dict[str, collections.OrderedDict[int, None]] = {}
 
     def via_redis(self, call, *args):  # noqa: ANN001, ANN202
         """call(*args), noting that an ApiError it raised came from Redis."""
@@ -105,28 +104,27 @@ class StreamSink(Sink):
             self.appended += 1
             if self.ops is not None:
                 self.ops.relayed(event["persona"])
-        known = self.known.setdefault(event["persona"], collections.OrderedDict())
-        known[message.id] = None
-        while len(known) > KNOWN:
-            known.popitem(last=False)
+        self.tail.held(event["persona"], message.id)
         return True
 
-    def lost(self, persona: str) -> list[int]:
-        """What Redis held of this persona's mail and no longer holds (a Redis request, none to Kijito)."""
-        return self.via_redis(self.appender.missing, persona, list(self.known.get(persona, ())))
-
     def recover(self, persona: str, lost: list[int], client: KijitoClient, env: Environment) -> None:
-        """Re-read from Kijito, by id, what Redis held and lost; append it again (once, in id order)."""
+        """Re-read from Kijito, by id, what Redis held and lost; append it again (once, in id order). On an
+        ApiError the ids are looked at again at the next check."""
         env.error(f"{persona}: Redis lost {len(lost)} appended message(s) (a restart that lost its tail?); "
                   f"re-reading them from Kijito")
-        for kid in lost:
-            page = client.inbox(persona, before_id=kid + 1, limit=1)
-            message = next((m for m in page.messages if m.id == kid), None)
-            if message is None:
-                env.error(f"{persona}: message {kid} is gone from Kijito too; it cannot be appended again")
-                self.known[persona].pop(kid, None)
-                continue
-            self.via_redis(self.appender.append, persona, message)
+        try:
+            for kid in lost:
+                page = client.inbox(persona, before_id=kid + 1, limit=1)
+                message = next((m for m in page.messages if m.id == kid), None)
+                if message is None:
+                    env.error(f"{persona}: message {kid} is gone from Kijito too; it cannot be appended again")
+                    self.tail.forget(persona, kid)
+                    continue
+                self.via_redis(self.appender.append, persona, message)
+                self.tail.held(persona, kid)
+        except ApiError:
+            self.tail.recheck(persona, lost)
+            raise
 
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
@@ -164,7 +162,7 @@ def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: t
         env.error(f"{exc}; nothing was relayed")
         return ExitCode.SOURCE_FAILED
     ops = operations.start(args, env, "relay", f"relay to {where}", max(180.0, 5 * args.interval))
-    sink = StreamSink(redis_streams.Appender(client, where), ops)
+    sink = StreamSink(redis_streams.Appender(client, where), TailCheck(client, where, args.interval), ops)
     with Context(settings) as ctx:
         watcher = Watcher(
             client=ctx.client, notify_client=ctx.new_client(), factory=ctx.factory, sink=sink, stop=stop,
@@ -179,29 +177,42 @@ def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: t
 
 def _guard(watcher: Watcher, sink: StreamSink, client, ctx: Context, where: str, interval: float,  # noqa: ANN001
            env: Environment) -> None:
-    """Every `interval`: for each persona, does Redis still hold what was appended (refilled from Kijito
-    where not, under the watch loop's lock, so the loop and the refill never append at once), and its
-    groups' lag for the metrics. A success here says Redis answers; the relay is healthy only while
-    Kijito's long-poll answers too."""
+    """Every `interval`: does Redis still hold what was appended (one round trip in Redis alone while it
+    does: sources/redis_tail.py), refilled from Kijito where not, under the watch loop's lock, so the loop
+    and the refill never append at once; and, with metrics on, each persona's group lag. A success here
+    says Redis answers; the relay is healthy only while Kijito's long-poll answers too."""
     while not watcher.stop.wait(interval):
-        with watcher.busy:
-            personas = [t.name for t in watcher.targets.values()]
-        for persona in personas:
+        try:
+            lost = sink.via_redis(sink.tail.lost)
+        except ApiError as exc:  # one line a check, however many personas
+            watcher.ops.failed(sink.blames(exc), exc)
+            env.error(f"{exc}; checked again in {interval:g} s (nothing passed that Redis lacks)")
+            continue
+        healthy = True
+        for persona, kids in lost.items():
             if watcher.stop.is_set():
                 return
             try:
-                with watcher.busy:  # one Redis round trip; the loop appends only under this lock too
-                    lost = sink.lost(persona)
-                    if lost:
-                        sink.recover(persona, lost, ctx.client, env)
-                if watcher.ops.serving:
+                with watcher.busy:  # the loop appends only under this lock too
+                    sink.recover(persona, kids, ctx.client, env)
+            except ApiError as exc:
+                healthy = False
+                watcher.ops.failed(sink.blames(exc), exc)
+                env.error(f"{persona}: {exc}; tried again in {interval:g} s (nothing passed that Redis lacks)")
+        if watcher.ops.serving:
+            with watcher.busy:
+                personas = [t.name for t in watcher.targets.values()]
+            try:
+                for persona in personas:
+                    if watcher.stop.is_set():
+                        return
                     watcher.ops.groups(persona, sink.via_redis(_groups, client, ctx, persona, where))
             except ApiError as exc:
+                healthy = False
                 watcher.ops.failed(sink.blames(exc), exc)
-                env.error(f"{persona}: {exc}; checked again in {interval:g} s (nothing passed that Redis lacks)")
-                continue
-            if not watcher.notify_health.failures:
-                watcher.ops.succeeded()
+                env.error(f"{exc}; the group metrics are read again in {interval:g} s")
+        if healthy and not watcher.notify_health.failures:
+            watcher.ops.succeeded()
 
 
 def _groups(client, ctx: Context, persona: str, where: str) -> list[dict]:  # noqa: ANN001

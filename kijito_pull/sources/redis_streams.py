@@ -173,16 +173,6 @@ class Appender:
             added, _sid = self._script(keys=[stream_key(persona), ids_key(persona)], args=fields_of(message))
         return bool(int(added))
 
-    def missing(self, persona: str, kids: Iterable[int]) -> list[int]:
-        """Of `kids` (appended before), those Redis no longer holds: it lost its tail (a restart without
-        a durable AOF, a failover to a replica that lagged). ApiError on failure."""
-        kids = sorted(set(kids))
-        if not kids:
-            return []
-        with failures(self.where):
-            values = self.client.hmget(ids_key(persona), [str(k) for k in kids])
-        return [k for k, v in zip(kids, values) if not v]
-
 
 @dataclass
 class _Read:

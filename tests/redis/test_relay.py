@@ -148,3 +148,26 @@ def test_a_relay_without_personas_relays_every_persona_of_the_account(sb, tmp_pa
         assert until(lambda: sent in kids(redis_server), timeout=30), kids(redis_server)
     finally:
         assert stop(proc) == 0
+
+
+def test_with_redis_gone_a_relay_says_so_once_a_check_not_once_a_persona(sb, tmp_path, redis_server):
+    personas = [f"crew{n:02d}" for n in range(12)]
+    for name in personas:
+        sb.add_persona(name)
+    sent = [sb.send(name, "river", f"for {name}") for name in personas]
+    cli = Cli(sb.url, sb.token, tmp_path / "many")
+    proc = cli.spawn("relay", "--redis", redis_server.url, "--interval", "0.2")
+    try:
+        client = redis_server.client()
+        assert until(lambda: all(client.exists(redis_streams.stream_key(n)) for n in personas), timeout=30)
+        redis_server.stop()
+        time.sleep(2.5)  # about a dozen checks with Redis gone
+        redis_server.start()  # its AOF kept everything: nothing to refill
+        time.sleep(1.0)
+    finally:
+        assert stop(proc) == 0
+    lines = [line for line in proc.stderr.read().splitlines() if "Redis at" in line]
+    assert 3 <= len(lines) <= 20, lines  # one a check (not twelve)
+    assert not any(name in line for line in lines for name in personas), lines
+    assert sorted(int(f["kid"]) for n in personas
+                  for _sid, f in redis_server.client().xrange(redis_streams.stream_key(n))) == sorted(sent)
