@@ -5,7 +5,7 @@ in-process sandbox; the relay and the hooks are real subprocesses.
 
 (1) One relay, every persona of an account of N personas (`relay --redis URL`, no --persona): the time
     until every persona is past its first contact (a relay cursor file each), then an idle window of W
-    seconds: the requests Kijito received in it (by path, scaled to a minute), and the relay's VmHWM /
+    seconds: the requests Kijito and the commands Redis received in it (scaled to a minute), the VmHWM /
     VmRSS at its end. `--compare DIR` runs the same against another checkout of kijito-pull (say the
     relay before it ran on the watch loop) in the same run, side by side.
 (2) Hook wall time, nothing new, as Claude Code runs its hooks (`kijito-pull hook NAME`, JSON on stdin,
@@ -40,6 +40,13 @@ from tests.redisserver import RedisServer  # noqa: E402
 TOKEN = "bench-fleet-scale-token-51ab"
 
 
+def redis_calls(observer) -> collections.Counter:  # noqa: ANN001
+    """Commands redis-server ran so far, by name (INFO commandstats; the observer's own INFO left out)."""
+    stats = observer.info("commandstats")
+    return collections.Counter({k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()
+                                if k != "cmdstat_info"})
+
+
 def relay_at_scale(repo: Path, personas: int, idle: float, root: Path, redis_bin: str) -> dict:
     """One relay of the checkout `repo` over every persona of a fresh account of `personas` personas."""
     with Sandbox(token=TOKEN).start() as sb:
@@ -67,14 +74,17 @@ def relay_at_scale(repo: Path, personas: int, idle: float, root: Path, redis_bin
                 relay.stop()
                 raise SystemExit(f"{repo}: the relay did not reach every persona: {relay.stderr_lines[-5:]}")
             time.sleep(3)  # past the last first contact's writes
+            observer = server.client()
+            before = redis_calls(observer)
             sb.clear_requests()
             time.sleep(idle)
             requests = collections.Counter(r["path"] for r in sb.requests)
+            redis = redis_calls(observer) - before
             mem = relay.status()
             stream_ok = all(server.client().exists(f"kijito:{{{n}}}:mail") for n in names[::10])
             relay.stop()
-            return {"armed": armed, "requests": requests, "hwm": mem.get("VmHWM"), "rss": mem.get("VmRSS"),
-                    "exit": relay.proc.returncode, "streams": stream_ok}
+            return {"armed": armed, "requests": requests, "redis": redis, "hwm": mem.get("VmHWM"),
+                    "rss": mem.get("VmRSS"), "exit": relay.proc.returncode, "streams": stream_ok}
         finally:
             server.stop()
 
@@ -133,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"One relay, every persona of an account of {args.personas:,} (one in ten with a message waiting); "
           f"an idle window of {args.idle:g} s after every persona's first contact:\n")
     print("| relay | time to first contact of all | Kijito requests / idle min | of which inbox | notify/pending "
-          "| VmHWM | VmRSS | exit on SIGTERM |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| Redis commands / idle min | of which HMGET | VmHWM | VmRSS | exit on SIGTERM |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label, repo in checkouts:
         with tempfile.TemporaryDirectory() as tmp:
             got = relay_at_scale(repo, args.personas, args.idle, Path(tmp), redis_bin)
@@ -143,8 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         inbox = got["requests"].get("/api/inbox", 0) * per_min
         notify = got["requests"].get("/api/notify/pending", 0) * per_min
         assert got["streams"], f"{label}: a persona's waiting mail never reached its stream"
+        redis_total = sum(got["redis"].values()) * per_min
+        hmget = got["redis"].get("hmget", 0) * per_min
         print(f"| {label} | {got['armed']:.1f} s | {total:,.0f} | {inbox:,.0f} | {notify:,.0f} | "
-              f"{got['hwm'] / 1024:.1f} MiB | {got['rss'] / 1024:.1f} MiB | {got['exit']} |")
+              f"{redis_total:,.0f} | {hmget:,.0f} | {got['hwm'] / 1024:.1f} MiB | {got['rss'] / 1024:.1f} MiB "
+              f"| {got['exit']} |")
     if not args.skip_hooks:
         with tempfile.TemporaryDirectory() as tmp:
             rows = hooks_with_redis(args.runs, Path(tmp), redis_bin)
