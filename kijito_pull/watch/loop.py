@@ -6,11 +6,12 @@ and `--once` keep one cursor contract. This module decides *when* to pull and wh
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
@@ -110,6 +111,7 @@ class Watcher:
         # Held by whichever thread acts: the notifier thread handles a count answer itself (no hand-off on
         # the wake's path), the main thread everything else (timers, sweeps, failures).
         self.busy = threading.RLock()
+        self._failures: list[tuple[str, str, float]] = []  # (persona, error, retry in s) of the pulls so far
         for name in personas:
             self._add(name, explicit=True)
 
@@ -129,6 +131,18 @@ class Watcher:
     def note(self, text: str) -> None:
         self.errors.write(f"kijito-pull: watch: {text}\n")
         self.errors.flush()
+
+    @contextlib.contextmanager
+    def _acting(self) -> Iterator[None]:
+        """Hold `busy` while acting, then say what failed: one line per error, however many personas it
+        failed for (a Kijito that is down at the start fails every persona's first pull at once)."""
+        with self.busy:
+            try:
+                yield
+            finally:
+                failures, self._failures = self._failures, []
+                for line in failure_lines(failures):
+                    self.note(line)
 
     # -- personas ----------------------------------------------------------------------------------
 
@@ -180,7 +194,7 @@ class Watcher:
             self.ops.failed("state" if isinstance(exc, StateError) else self.sink.blames(exc), exc)
             self._raise(target.name, target.health.failure(f"inbox of {target.name} failing: {exc}"))
             target.retry_at = now + min(RETRY_CAP, 2.0 ** (target.health.failures - 1))
-            self.note(f"{target.name}: {exc}; retrying in {target.retry_at - now:.0f} s")
+            self._failures.append((target.name, str(exc), target.retry_at - now))
             return
         self.ops.pulled(target.name, report)
         self.ops.succeeded()
@@ -339,7 +353,7 @@ class Watcher:
 
     def handle_counts(self, item: Counts) -> None:
         """A count answer, on the notifier's thread. A failure is handed to the main thread to raise."""
-        with self.busy:
+        with self._acting():
             if self.stop.is_set():
                 return
             before = self._next_deadline()
@@ -353,7 +367,7 @@ class Watcher:
             self.loop.put(None)  # a new, earlier timer: the main thread recomputes its wait
 
     def run(self) -> None:
-        with self.busy:
+        with self._acting():
             self.arm()
         protocol = LongPoll(self.opts.wait, self.opts.poll_seconds, self.opts.min_spacing)
         notifier = Notifier(self.notify_client, protocol, self.loop, self.stop, handle=self.handle_counts)
@@ -370,7 +384,7 @@ class Watcher:
                 break
             if isinstance(item, _Crashed):
                 raise item.error
-            with self.busy:
+            with self._acting():
                 if isinstance(item, Counts):
                     try:
                         self.on_counts(item)
@@ -384,6 +398,23 @@ class Watcher:
                     self.stop.set()
                     break
                 self._run_timers()
+
+
+def failure_lines(failures: list[tuple[str, str, float]], names: int = 3) -> list[str]:
+    """The lines for (persona, error, retry in s) failures: one per distinct error, naming up to `names`
+    personas and counting the rest."""
+    by_error: dict[str, list[tuple[str, float]]] = {}
+    for persona, error, retry in failures:
+        by_error.setdefault(error, []).append((persona, retry))
+    lines = []
+    for error, rows in by_error.items():
+        shown = ", ".join(p for p, _ in rows[:names])
+        rest = len(rows) - names
+        who = shown if rest <= 0 else f"{shown} and {rest} more persona{'s' if rest > 1 else ''}"
+        low, high = min(r for _, r in rows), max(r for _, r in rows)
+        when = f"{low:.0f} s" if round(low) == round(high) else f"{low:.0f}-{high:.0f} s"
+        lines.append(f"{who}: {error}; retrying in {when}")
+    return lines
 
 
 @dataclass(frozen=True)

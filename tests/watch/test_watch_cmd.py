@@ -138,6 +138,25 @@ def test_inbox_only_outage_raises_down_and_recovered(sb, cli, watches):
     assert w.kinds().count("alert") == 1
 
 
+def test_an_inbox_outage_at_the_start_is_one_line_an_error_however_many_personas(sb, cli, watches):
+    names = [f"crew{n:02d}" for n in range(12)]
+    for name in names:
+        sb.add_persona(name)
+    sb.add_fault({"kind": "status", "status": 500, "path": "/api/inbox"})
+    w = start(watches, cli, "--timeout", "1")  # every persona of the account: twelve first pulls fail
+    w.wait_for(lambda e: e["event"] == "armed" and e["persona"] == names[-1], timeout=30)
+    # the first pulls and a round of retries while the outage lasts
+    assert until(lambda: sum("500" in line for line in w.stderr_lines) >= 2, timeout=40), w.stderr_lines
+    sent = sb.send(to=names[5], sender="Q", content="after the outage")
+    sb.clear_faults()
+    w.new("after the outage", timeout=30)
+    assert w.stop() == 0
+    failing = [line for line in w.stderr_lines if "500" in line]
+    assert failing and all("more personas" in line for line in failing), w.stderr_lines
+    assert len(failing) <= 4, failing  # one a round of retries, not one per persona
+    assert sent in w.new_ids()
+
+
 def test_a_persona_created_mid_run_gets_its_first_message(sb, cli, watches):
     sb.add_persona("old", memory_count=2)
     w = start(watches, cli)  # no persona named: all personas
