@@ -81,21 +81,22 @@ class WayIn:
             if armed is not None and armed[0] != tag:
                 self._armed, armed = armed, None  # another sender (a killed watcher's straggler): not this one
         if armed is not None and armed[1]():
-            return self._log(Push(tag, text, DROPPED, request or {}))
-        with self._lock:
+            with self._lock:
+                self.pushes.append(Push(tag, text, DROPPED, request or {}))
+            return False
+        with self._lock:  # one hold: a push `close` did not refuse has its timer running before `settle` looks
             fate = self._fate() if not self.closed else REFUSED
             if fate == REFUSED and armed is not None:
                 fate = TAKEN  # killed after the push: the harness took it
-        push = Push(tag, text, fate, request or {})
-        self._log(push)
+            push = Push(tag, text, fate, request or {})
+            self.pushes.append(push)
+            if fate == LATE or (fate == TAKEN and self.record_delay):
+                delay = self.rng.uniform(*LATE_DELAY) if fate == LATE else self.rng.uniform(0.0, self.record_delay)
+                timer = threading.Timer(delay, self.record, args=(text,))
+                timer.start()
+                self._timers.append(timer)
         if fate == TAKEN and not self.record_delay:
             self.record(text)
-        elif fate in (TAKEN, LATE):
-            delay = self.rng.uniform(*LATE_DELAY) if fate == LATE else self.rng.uniform(0.0, self.record_delay)
-            timer = threading.Timer(delay, self.record, args=(text,))
-            with self._lock:
-                self._timers.append(timer)
-            timer.start()
         return push.fate in (TAKEN, LATE, NEVER)
 
     def _fate(self) -> str:
@@ -106,11 +107,6 @@ class WayIn:
         if self.refuse_share and self.rng.random() < self.refuse_share:
             return REFUSED
         return TAKEN if self.records else NEVER
-
-    def _log(self, push: Push) -> bool:
-        with self._lock:
-            self.pushes.append(push)
-        return push.fate in (TAKEN, LATE, NEVER)
 
     # -- what the crash trials call ---------------------------------------------------------------------
     def arm(self, tag: str, at_push: Callable[[], bool]) -> None:
