@@ -12,8 +12,23 @@
     hook-copilot-session-start, hook-copilot-stop        kijito-pull hook copilot-* (Copilot CLI)
     hook-opencode-chat-message  kijito-pull hook opencode-chat-message (OpenCode's plugin, each user message)
     copilot-watch             kijito-pull hook copilot-watch: Copilot CLI's push watcher, with a stand-in
-                              extension and Copilot (tests/copilotext.py) that take each push (refusing
-                              some) and record it in events.jsonl 0..0.3 s later; delivered = taken
+                              extension and Copilot (tests/copilotext.py) recording in events.jsonl
+    codex-watch               kijito-pull hook codex-watch: Codex's push watcher, with a stand-in `codex`
+                              on its PATH whose `queue` hands the text to a stand-in Codex session
+                              (tests/codexqueue.py) recording it in the rollout
+    opencode-watch            kijito-pull hook opencode-watch: OpenCode's push watcher, with a stand-in of
+                              the session's server (tests/opencodeserver.py: prompt_async, the messages)
+                              recording in the store `opencode export` prints; the watcher's host is the
+                              session's OpenCode process (tests/sessionhost.py)
+
+The push watchers' stand-ins (tests/wayin.py) take a push and record it when "the turn takes it": after
+their calibration runs, each push in turn is taken and recorded 0..0.3 s later, recorded late (0.5..2 s:
+a watcher may be killed and the next one push it again first), taken and never recorded (a queued turn
+the session never runs: the next watcher, the session's end or its host's end must claim it back), or
+refused; delivered = taken and recorded. Besides the random kills, --push-kills trials per watcher kill it
+the moment a push reaches the way in: "before-push" drops that push (the watcher died between recording
+the batch as pending and pushing it), "after-push" lets the harness take it (the watcher died between
+the push and its confirmation); the two alternate. Their sessions end now and then, as the hooks' do.
 
 Per entry point, an in-process sandbox and its own state dir. Each trial sends a random batch (gaps from
 other inboxes' mail, self-echo, now and then a body of some KB and a batch over the window, so the pull
@@ -60,6 +75,7 @@ a kill after the answer loses nothing. `in_killed_output` counts the mail killed
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -79,19 +95,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from kijito_pull.core import process  # noqa: E402
+from kijito_pull.harnesses.opencode.watcher import HOST_ENV as OPENCODE_HOST_ENV  # noqa: E402
+from kijito_pull.harnesses.session.pushwatch import host_token  # noqa: E402
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa: E402
+from tests.codexqueue import CodexQueue  # noqa: E402
 from tests.copilotext import FakeExtension  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
     CODEX_SESSION_START,
     CODEX_STOP,
+    CODEX_WATCH,
     COPILOT_WATCH,
     HARNESS_OF,
     HOOK_EVENTS,
     HOOKS,
     NEW_HOOKS,
     OPENCODE_SESSION_IDLE,
+    OPENCODE_WATCH,
     PI_CHILD,
+    PUSH_WATCHERS,
     SESSION_END_OF,
     SESSION_START,
     STOP,
@@ -106,12 +129,14 @@ from tests.entrypoints import (  # noqa: E402
     new_ids,
     text_ids,
 )
+from tests.opencodeserver import OpenCodeServer  # noqa: E402
 from tests.sessionhost import SessionHost  # noqa: E402
+from tests.wayin import FATES, LATE, NEVER, REFUSED, TAKEN, WayIn  # noqa: E402
 
 PERSONA = "crashbot"
 OTHERS = ("elsewhere", "noise")
 SENDERS = ("river", "loom", "argus")
-ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS, COPILOT_WATCH)
+ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS, *PUSH_WATCHERS)
 ALL_HOOKS = (*HOOKS, *NEW_HOOKS)
 WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 
@@ -123,6 +148,13 @@ WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 #: comes at the deadline counted from its start, as Claude Code's hook timeout does. A hook that exits
 #: before the stall completed: its answer is the harness's.
 RANDOM, ANSWER, TIMEOUT = "random", "answer", "timeout"
+#: Kill points of a push watcher's trial (besides RANDOM): the moment its push reaches the way in, the push
+#: dropped ("before-push") or taken ("after-push"); module docstring.
+BEFORE_PUSH, AFTER_PUSH = "before-push", "after-push"
+PUSH_WAIT = 20.0  # seconds a push-kill trial waits for the watcher's push
+#: What the push watchers' ways in do with each push in turn, after the calibration (tests/wayin.py): a
+#: fixed cycle, so a short run has each fate whatever its timing.
+PUSH_FATES = (TAKEN, NEVER, TAKEN, LATE, TAKEN, REFUSED)
 
 
 @dataclass
@@ -140,9 +172,9 @@ class Run:
     torn: bool = False
     late: int = 0  # messages sent while it ran
     point: str = ""  # hooks: RANDOM, ANSWER or TIMEOUT
-    answered: bool = False  # hooks: a complete answer was in its stdout
+    answered: bool = False  # hooks: a complete answer was in its stdout; push watchers: killed at a push
     session: str = ""  # Claude hooks: the session it ran in
-    first_prompt: int = 0  # copilot-watch: the extension's prompts before this run
+    tag: str = ""  # push watchers: the tag its pushes carry (tests/wayin.py)
 
     @property
     def killed(self) -> bool:
@@ -165,20 +197,21 @@ class EntryTrials:
         # Every hook runs in sessions with its harness's record (confirmation from the record); a session
         # ends now and then (its SessionEnd hook, or for OpenCode its process), and the next one starts.
         self.claude = entry in ALL_HOOKS  # a hook in a session with a record
+        self.pusher = entry in PUSH_WATCHERS  # a push watcher with a stand-in way into its session
+        self.sessioned = self.claude or self.pusher
         self.harness = HARNESS_OF.get(entry, "")
         self.host: SessionHost | None = None  # OpenCode: the session's process, the hooks' parent
-        self.answer_quota = args.answer_kills if self.claude else 0
+        self.targets = (BEFORE_PUSH, AFTER_PUSH) if self.pusher else (ANSWER, TIMEOUT)
+        self.answer_quota = (args.push_kills if self.pusher else args.answer_kills) if self.sessioned else 0
         self.sessions: list[HarnessSession] = []
         self.session: HarnessSession | None = None
-        self.extension: FakeExtension | None = None  # copilot-watch: the session's extension and Copilot
-        self.runtime: Path | None = None
-        if self.claude or entry == COPILOT_WATCH:
+        self.way: WayIn | None = None  # push watchers: the session's way in (and its harness)
+        self.ways: list[WayIn] = []
+        self.fates = None  # push watchers: the cycle of PUSH_FATES, once calibrated
+        # short: a socket path has at most 107 bytes
+        self.runtime = Path(tempfile.mkdtemp(prefix="kp")) if self.pusher else None
+        if self.sessioned:
             self.new_session()
-        if entry == COPILOT_WATCH:
-            assert self.session is not None
-            self.runtime = Path(tempfile.mkdtemp(prefix="kp"))  # short: a socket path has at most 107 bytes
-            self.extension = FakeExtension(self.runtime, self.session.transcript, self.session.id,
-                                           record_delay=0.3, refuse_share=0.05, seed=seed)
         self.expected: set[int] = set()
         self.self_echo: set[int] = set()
         self.runs: list[Run] = []
@@ -191,10 +224,10 @@ class EntryTrials:
 
     # -- mail ----------------------------------------------------------------------------------------
 
-    def send_batch(self, n: int, rng: random.Random | None = None) -> None:
+    def send_batch(self, n: int, rng: random.Random | None = None, persona_only: bool = False) -> None:
         rng = rng or self.rng
         for _ in range(n):
-            r = rng.random()
+            r = 1.0 if persona_only else rng.random()
             with self._send_lock:
                 if r < 0.15:
                     self.sandbox.send(to=rng.choice(OTHERS), sender=rng.choice(SENDERS), content="x")
@@ -256,17 +289,34 @@ class EntryTrials:
 
     def new_session(self) -> HarnessSession:
         session = HarnessSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}",
-                                 harness=self.harness, home=self.system.work)
+                                 harness=self.harness, home=self.system.work, interactive=self.pusher)
         self.sessions.append(session)
         self.session = session
         if self.harness == "opencode":
             self.host = SessionHost()
+        if self.pusher:
+            self.way = self.new_way_in(session)
+            self.way.fates = self.fates
+            self.ways.append(self.way)
         return session
+
+    def new_way_in(self, session: HarnessSession) -> WayIn:
+        assert self.runtime is not None
+        seed = self.seed * 1000 + len(self.sessions)
+        if self.entry == COPILOT_WATCH:
+            return FakeExtension(self.runtime, session.transcript, session.id, record_delay=0.3, seed=seed)
+        if self.entry == CODEX_WATCH:
+            return CodexQueue(self.runtime, session, record_delay=0.3, seed=seed)
+        assert self.entry == OPENCODE_WATCH
+        return OpenCodeServer(session, record_delay=0.3, seed=seed)
 
     def end_session(self) -> Run:
         """The session's end (never killed here). With a SessionEnd hook: it confirms what the record shows
         and makes the rest unseen again, for the next session. OpenCode: its idle hook confirms what the
-        export shows, then the OpenCode process exits, and what it held is claimed back by the next pull."""
+        export shows, then the OpenCode process exits, and what it held is claimed back by the next pull.
+        A push watcher's way in closes first: the session takes nothing more, and what it took is recorded."""
+        if self.way is not None:
+            self.way.close()
         run = self.session_hook(SESSION_END_OF[self.harness] or OPENCODE_SESSION_IDLE, "end")
         if self.host is not None:
             self.host.close()
@@ -372,14 +422,14 @@ class EntryTrials:
             delivered = child.acked_ids
             wait_for = child.wait_for
             self._pi = child
-        elif self.entry == COPILOT_WATCH:
-            assert self.extension is not None and self.session is not None and self.runtime is not None
-            run.first_prompt = len(self.extension.prompts)
-            payload = self.system.hook_payload(COPILOT_WATCH, self.session.id)
-            proc = self.system.spawn_hook(COPILOT_WATCH, run.out, run.err, payload=payload,
-                                          env={"XDG_RUNTIME_DIR": str(self.runtime)})
-            delivered = lambda: self.pushed(run)  # noqa: E731
+        elif self.pusher:
+            proc = self.start_watcher(run)
+            delivered = lambda: self.pushed(run)[0]  # noqa: E731
             wait_for = lambda predicate, timeout: self.watcher_armed(run, timeout)  # noqa: E731
+            if run.point in (BEFORE_PUSH, AFTER_PUSH):
+                self.kill_at_push(proc, run)
+                run.elapsed = time.monotonic() - started
+                return
         else:
             run.mode = "events-file" if run.index % 2 else "stdout"
             argv = [*WATCH_ARGS] + (["--events-file", str(run.out)] if run.mode == "events-file" else [])
@@ -417,6 +467,45 @@ class EntryTrials:
                 proc.kill()
                 run.returncode = proc.wait()
 
+    # -- push watchers -------------------------------------------------------------------------------
+
+    def start_watcher(self, run: Run) -> subprocess.Popen:
+        """The session's watcher as its session-start hook starts it: the hook's input on stdin, what it needs
+        to reach the session's way in in its environment (and OpenCode's process as its host)."""
+        assert self.way is not None and self.session is not None
+        payload = self.system.hook_payload(self.entry, self.session.id, **self.session.fields(HOOK_EVENTS[self.entry]),
+                                           **self.way.input_fields())
+        env = self.way.watcher_env(str(run.index))
+        if self.host is not None:
+            env[OPENCODE_HOST_ENV] = host_token(process.proc(self.host.pid))
+        proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload, env=env)
+        run.tag = str(proc.pid) if self.way.tag_is_pid else str(run.index)
+        return proc
+
+    def kill_at_push(self, proc: subprocess.Popen, run: Run) -> None:
+        """kill -9 the watcher the moment its push reaches the way in; the push is then dropped (BEFORE_PUSH)
+        or taken (AFTER_PUSH). A watcher with nothing to push in PUSH_WAIT s is killed then (not counted)."""
+        assert self.way is not None
+        fired = threading.Event()
+
+        def at_push() -> bool:
+            proc.send_signal(signal.SIGKILL)
+            fired.set()
+            return run.point == BEFORE_PUSH
+
+        self.way.arm(run.tag, at_push)
+        fired.wait(PUSH_WAIT)
+        self.way.disarm()
+        run.answered = fired.is_set()
+        self._wait_or_kill(proc, 0.0, run)
+
+    def pushed(self, run: Run) -> tuple[list[int], list[int]]:
+        """A push watcher's run: the ids of what the session took from it and records (now or later), and of
+        everything it pushed (tests/wayin.py; the harness keeps what it took, whatever becomes of the watcher)."""
+        pushes = [p for way in self.ways for p in list(way.pushes) if p.tag == run.tag]
+        return ([i for p in pushes if p.delivered for i in text_ids(p.text, self.expected)],
+                [i for p in pushes for i in text_ids(p.text, self.expected)])
+
     # -- trials --------------------------------------------------------------------------------------
 
     def calibrate(self) -> None:
@@ -434,32 +523,39 @@ class EntryTrials:
         return sum(1 for r in self.runs if r.killed and r.point in ("", RANDOM))
 
     def answer_kills(self) -> int:
-        """Kills that landed right after the answer (ANSWER or TIMEOUT, the answer complete in stdout)."""
-        return sum(1 for r in self.runs if r.killed and r.point in (ANSWER, TIMEOUT) and r.answered)
+        """Kills that landed at their point: right after a hook's answer (ANSWER or TIMEOUT, the answer
+        complete in stdout), at a watcher's push (BEFORE_PUSH, AFTER_PUSH)."""
+        return sum(1 for r in self.runs if r.killed and r.point in self.targets and r.answered)
 
     def trial(self) -> Run:
         n = self.batch_size()
+        before = len(self.expected)
         self.send_batch(n)
         point = RANDOM
         if self.answer_kills() < self.answer_quota and (self.random_kills() >= self.args.kills
                                                         or self.rng.random() < 0.5):
-            # The kind tried less often goes next (a tie by chance), so a short run has both kinds: a coin
-            # for each let a four-kill quota land all as TIMEOUT one run in sixteen.
-            tried = {p: sum(1 for r in self.runs if r.point == p) for p in (ANSWER, TIMEOUT)}
-            if tried[ANSWER] == tried[TIMEOUT]:
-                point = ANSWER if self.rng.random() < 0.5 else TIMEOUT
+            # The kind tried (a watcher's: landed) less often goes next (a tie by chance), so a short run has
+            # both kinds: a coin for each let a four-kill quota land all as TIMEOUT one run in sixteen. A
+            # push lands whenever the watcher has mail, so the watchers' two kinds alternate exactly.
+            tried = {p: sum(1 for r in self.runs if r.point == p and (r.answered or not self.pusher))
+                     for p in self.targets}
+            first, second = self.targets
+            if tried[first] == tried[second]:
+                point = first if self.rng.random() < 0.5 else second
             else:
                 point = min(tried, key=tried.__getitem__)
+            if self.pusher and len(self.expected) == before:
+                self.send_batch(1, persona_only=True)  # something to push
         estimate = (self.base_s + self.per_msg_s * max(self.pending(), n)) * self.scale
         if self.rng.random() < 0.5:
             delay = self.rng.uniform(0.0, estimate * 1.1)
         else:
             delay = self.rng.uniform(self.base_s * self.scale * 0.8, estimate * 1.05)
-        late = self.batch_size() if self.entry not in ALL_HOOKS and self.rng.random() < 0.4 else 0
+        late = self.batch_size() if self.entry not in ALL_HOOKS and point == RANDOM and self.rng.random() < 0.4 else 0
         run = self.spawn("trial", delay if point == RANDOM else None, late, point)
         if self.entry in ALL_HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
             self.scale = min(4.0, max(0.25, self.scale * (1.02 if run.killed else 0.94)))
-        if self.claude and self.rng.random() < self.args.end_share:
+        if self.sessioned and self.rng.random() < self.args.end_share:
             self.end_session()
         elif self.harness == "opencode" and self.rng.random() < 0.3:
             self.session_hook(OPENCODE_SESSION_IDLE, "idle")  # the turn ended (the plugin's session.idle)
@@ -475,7 +571,7 @@ class EntryTrials:
     # -- checking ------------------------------------------------------------------------------------
 
     def watcher_armed(self, run: Run, timeout: float) -> bool | None:
-        """copilot-watch: wait for its log's "armed" line (it holds the session's lease), then for its signal
+        """A push watcher: wait for its log's "armed" line (it holds the session's lease), then for its signal
         handlers (installed right after; a SIGTERM before them ends it with -15, nothing acknowledged)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -484,12 +580,6 @@ class EntryTrials:
                 return True
             time.sleep(0.02)
         return None
-
-    def pushed(self, run: Run) -> list[int]:
-        """copilot-watch: the ids of what the extension took from this run (Copilot records each one as the
-        model is given it, whatever becomes of the watcher)."""
-        assert self.extension is not None
-        return [i for p in self.extension.prompts[run.first_prompt:] for i in text_ids(p["prompt"], self.expected)]
 
     def parse(self, run: Run) -> None:
         """What reached the consumer. The pi child: what the controller acknowledged (pi showed it). A hook:
@@ -503,8 +593,8 @@ class EntryTrials:
             child, self._pi = self._pi, None
             run.ids = child.acked_ids() if child is not None else []
             return
-        if self.entry == COPILOT_WATCH and run.kind != "drain":
-            run.ids = run.seen = self.pushed(run)
+        if self.pusher and run.kind in ("trial", "calibrate"):
+            run.ids, run.seen = self.pushed(run)
             return
         text = run.out.read_text(errors="replace") if run.out.exists() else ""
         if self.entry in ALL_HOOKS and run.kind != "drain":
@@ -529,15 +619,18 @@ class EntryTrials:
         run.ids = run.seen = new_ids(e for e in events if e.get("persona") == PERSONA)
 
     def check(self) -> dict:
+        if self.pusher:  # every way in is closed by now: a push a killed watcher's `codex queue` made late counts
+            for run in self.runs:
+                if run.kind in ("trial", "calibrate"):
+                    run.ids, run.seen = self.pushed(run)
         found, delivered_at, per_run = audit_delivery(self.runs, self.expected, self.self_echo)
         problems = self.problems
         problems.extend(found)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
         hooks = self.entry in ALL_HOOKS
-        if hooks or self.entry == COPILOT_WATCH:  # one hand-over a batch: a kill repeats at most one
-            max_dup, repeated = self._check_hook_repeats(delivered_at, problems,
-                                                         own_kill=self.entry == COPILOT_WATCH)
+        if hooks or self.pusher:  # one hand-over a batch: a kill repeats at most one
+            max_dup, repeated = self._check_hook_repeats(delivered_at, problems, own_kill=self.pusher)
         else:
             # watch, the pi child: one ack per message, so at most one repeat per kill.
             check_one_ack_per_kill(self.runs, per_run, duplicates, kills, problems)
@@ -555,9 +648,11 @@ class EntryTrials:
             "kills": kills,
             "random_kills": self.random_kills(),
             "answer_kills": {p: sum(1 for r in trials if r.point == p and r.killed and r.answered)
-                             for p in (ANSWER, TIMEOUT)} if hooks else None,
-            "answer_trials_without_answer": sum(1 for r in trials if r.point in (ANSWER, TIMEOUT)
-                                                and not r.answered) if hooks else None,
+                             for p in self.targets} if self.sessioned else None,
+            "answer_trials_without_answer": sum(1 for r in trials if r.point in self.targets
+                                                and not r.answered) if self.sessioned else None,
+            "push_fates": {f: sum(1 for w in self.ways for p in w.pushes if p.fate == f)
+                           for f in FATES} if self.pusher else None,
             "killed_before_output": sum(1 for r in trials if r.killed and not r.seen),
             "killed_during_delivery": sum(1 for r in trials if r.killed and r.seen),
             "exited_before_kill": sum(1 for r in trials if not r.killed),
@@ -573,7 +668,7 @@ class EntryTrials:
             "duplicates": duplicates,
             "max_dup_per_kill": max_dup,
             "kills_that_caused_duplicates": repeated,
-            "sessions": len(self.sessions) if self.claude else None,
+            "sessions": len(self.sessions) if self.sessioned else None,
             "session_ends": sum(1 for r in self.runs if r.kind == "end"),
             "watch_kills_by_mode": watch_modes if self.entry == WATCH else None,
             "backward_pages": sum(1 for e in self.sandbox.requests
@@ -622,6 +717,10 @@ class EntryTrials:
             if first.returncode != 0:
                 raise SystemExit(f"{self.entry}: first pull failed: {first.err.read_text()}")
             self.calibrate()
+            if self.pusher:  # from now on each push meets its fate (PUSH_FATES)
+                self.fates = itertools.cycle(PUSH_FATES)
+                assert self.way is not None
+                self.way.fates = self.fates
             trials = 0
             # A bound on trials, not a target: on a loaded machine most random trials of a fast hook end before
             # their kill lands (exited_before_kill), so the budget is generous; reaching it is reported below.
@@ -631,8 +730,8 @@ class EntryTrials:
                 self.trial()
                 trials += 1
             if self.answer_kills() < self.answer_quota:
-                self.problems.append(f"only {self.answer_kills()} of {self.answer_quota} kills landed right "
-                                     f"after the answer in {trials} trials")
+                self.problems.append(f"only {self.answer_kills()} of {self.answer_quota} kills landed at their "
+                                     f"point ({'/'.join(self.targets)}) in {trials} trials")
             if self.session is not None:
                 self.end_session()  # the last session ends too: what it was not seen to get goes to the drain
             self.drain()
@@ -640,8 +739,8 @@ class EntryTrials:
         finally:
             if self.host is not None:
                 self.host.close()
-            if self.extension is not None:
-                self.extension.close()
+            for way in self.ways:
+                way.close()
             if self.runtime is not None:
                 shutil.rmtree(self.runtime, ignore_errors=True)
             self.sandbox.stop()
@@ -659,6 +758,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="per hook, kills right after its answer: kill -9 the moment "
                              "its stdout holds the answer, or the harness's timeout after it stalled there "
                              "(default 200)")
+    parser.add_argument("--push-kills", type=int, default=None,
+                        help="per push watcher, kills the moment a push reaches the way in, the push dropped or "
+                             "taken, alternately (default: --answer-kills)")
     parser.add_argument("--hook-timeout", type=float, default=1.5,
                         help="the harness's hook timeout in TIMEOUT trials, seconds from the hook's start "
                              "(default 1.5; Claude Code's is the hooks.json timeout, 15 s)")
@@ -676,6 +778,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-limit", type=int, default=10)
     parser.add_argument("--workdir", help="keep state and outputs here (default: a temp dir, removed on success)")
     args = parser.parse_args(argv)
+    if args.push_kills is None:
+        args.push_kills = args.answer_kills
     entries = list(ENTRY_POINTS) if not args.entry or "all" in args.entry else list(dict.fromkeys(args.entry))
     if args.seed is None:
         args.seed = secrets.randbelow(2**31)
@@ -723,6 +827,8 @@ def main(argv: list[str] | None = None) -> int:
                          f" in_killed_output={s['in_killed_output']} of_which_lost={s['in_killed_output_lost']}")
                 if s["sessions"] is not None:
                     extra += f" sessions={s['sessions']}"
+                if s["push_fates"] is not None:
+                    extra += f" push_fates={s['push_fates']}"
             if s["watch_kills_by_mode"]:
                 extra = f" kills_by_mode={s['watch_kills_by_mode']}"
             print(f"{s['entry']}: trials={s['trials']} kills={s['kills']} sent={s['sent']} delivered={s['delivered']} "

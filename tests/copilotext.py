@@ -3,7 +3,8 @@ sends: extension.mjs's protocol on its Unix socket (copilot/session.py: `{"hello
 `{"prompt", "mode"}` -> `{"ok": message id}` or `{"error": ...}`), and for each accepted prompt the
 `user.message` Copilot CLI appends to the session's events.jsonl once the model is given it (measured on
 1.0.102), `record_delay` seconds later (0: before the answer). The real extension in the real TUI:
-tests/e2e/test_copilot_e2e.py.
+tests/e2e/test_copilot_e2e.py. What a push may become (taken, refused, recorded late or never) is the shared
+stand-in's (tests/wayin.py); each push's `tag` is the pid of the process that sent it.
 
     refuse        every prompt fails
     refuse_share  this share of prompts fails (at random)
@@ -14,80 +15,47 @@ tests/e2e/test_copilot_e2e.py.
 from __future__ import annotations
 
 import json
-import random
-import socket
 import threading
 import time
 from pathlib import Path
 
+from tests.wayin import WayIn, serve_unix
 
-class FakeExtension:
+
+class FakeExtension(WayIn):
+    tag_is_pid = True
+
     def __init__(self, runtime: Path, record: Path, session_id: str, *, record_delay: float = 0.0,
                  refuse_share: float = 0.0, seed: int = 0):
+        super().__init__(record_delay=record_delay, refuse_share=refuse_share, seed=seed)
         folder = runtime / "kijito-pull"
         folder.mkdir(mode=0o700, exist_ok=True)
         self.path = folder / f"copilot-{session_id}.sock"
         self.session_id = session_id
-        self.record = record
-        self.record_delay = record_delay
-        self.refuse_share = refuse_share
-        self.rng = random.Random(seed)
-        self.prompts: list[dict] = []
-        self.refuse = False
+        self.runtime = runtime
+        self.events = record
         self.hang = threading.Event()
-        self.records = True
-        self._lock = threading.Lock()
-        self._timers: list[threading.Timer] = []
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(self.path))
-        self.server.listen(8)
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._write = threading.Lock()
+        self.server = serve_unix(self.path, self._answer)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            with conn:
-                try:
-                    request = json.loads(conn.makefile().readline())
-                    conn.sendall(json.dumps(self._answer(request)).encode() + b"\n")
-                except (OSError, ValueError):
-                    pass  # the watcher went away mid-request (killed): Copilot sees a closed connection
-
-    def _answer(self, request: dict) -> dict:
+    def _answer(self, request: dict, pid: int) -> dict:
         if request.get("hello"):
             return {"session": self.session_id}
         if self.hang.is_set():
             while self.hang.is_set():
                 time.sleep(0.05)
             return {"error": "dropped"}  # by then its sender is gone
-        with self._lock:
-            if self.refuse or (self.refuse_share and self.rng.random() < self.refuse_share):
-                return {"error": "session is shutting down"}
-            self.prompts.append(request)
-            n = len(self.prompts)
-        if not self.records:
-            pass
-        elif self.record_delay:
-            timer = threading.Timer(self.rng.uniform(0.0, self.record_delay), self._record, args=(request,))
-            self._timers.append(timer)
-            timer.start()
-        else:
-            self._record(request)
-        return {"ok": f"msg-{n}"}
+        if not self.offer(request["prompt"], str(pid), request):
+            return {"error": "session is shutting down"}
+        return {"ok": f"msg-{len(self.prompts)}"}
 
-    def _record(self, request: dict) -> None:
-        with self._lock, self.record.open("a") as handle:
-            handle.write(json.dumps({"type": "user.message", "data": {"content": request["prompt"],
-                                                                      "delivery": "idle"}}) + "\n")
+    def record(self, text: str) -> None:
+        with self._write, self.events.open("a") as handle:
+            handle.write(json.dumps({"type": "user.message", "data": {"content": text, "delivery": "idle"}}) + "\n")
 
-    def settle(self) -> None:
-        """Wait until every accepted prompt is in the record."""
-        for timer in list(self._timers):
-            timer.join()
+    def watcher_env(self, tag: str) -> dict[str, str]:
+        return {"XDG_RUNTIME_DIR": str(self.runtime)}
 
     def close(self) -> None:
         self.server.close()
-        self.settle()
+        super().close()

@@ -15,6 +15,8 @@ way the pi extension does, and copies every line to a file.
     hook-copilot-session-start, hook-copilot-stop           kijito-pull hook copilot-*
     hook-opencode-chat-message  kijito-pull hook opencode-chat-message  (the plugin's call; `{"text": ...}`)
     copilot-watch       kijito-pull hook copilot-watch   (Copilot's push watcher; tests/copilotext.py)
+    codex-watch         kijito-pull hook codex-watch     (Codex's push watcher; tests/codexqueue.py)
+    opencode-watch      kijito-pull hook opencode-watch  (OpenCode's push watcher; tests/opencodeserver.py)
 
 The hooks of the last three harnesses are not in ENTRIES/HOOKS (the fault matrix and the concurrency test
 cover those); NEW_HOOKS lists them for the crash trials.
@@ -87,9 +89,16 @@ NEW_HOOKS = (*GEMINI_HOOKS, *COPILOT_HOOKS, *OPENCODE_HOOKS)
 HARNESS_OF = {SESSION_START: "claude", STOP: "claude", SESSION_END: "claude",
               **{e: e.split("-")[1] for e in HOOK_NAMES if e.split("-")[1] in ("codex", "gemini", "copilot",
                                                                                 "opencode")}}
-HOOK_NAMES[COPILOT_WATCH] = "copilot-watch"
-HOOK_EVENTS[COPILOT_WATCH] = "SessionStart"  # it reads the input of the session-start hook that started it
-HARNESS_OF[COPILOT_WATCH] = "copilot"
+#: The other two push watchers, on the same shared code (harnesses/session/pushwatch.py): Codex's (started by
+#: codex-session-start in an interactive session; `codex queue`) and OpenCode's (started by
+#: opencode-chat-message when the session's server listens; `prompt_async`).
+CODEX_WATCH = "codex-watch"
+OPENCODE_WATCH = "opencode-watch"
+PUSH_WATCHERS = (COPILOT_WATCH, CODEX_WATCH, OPENCODE_WATCH)
+# Each reads the input of the hook that started it.
+HOOK_EVENTS.update({COPILOT_WATCH: "SessionStart", CODEX_WATCH: "SessionStart", OPENCODE_WATCH: "chat.message"})
+HOOK_NAMES.update({e: e for e in PUSH_WATCHERS})
+HARNESS_OF.update({COPILOT_WATCH: "copilot", CODEX_WATCH: "codex", OPENCODE_WATCH: "opencode"})
 SESSION_END_OF = {"claude": SESSION_END, "codex": CODEX_SESSION_END, "gemini": GEMINI_SESSION_END,
                   "copilot": COPILOT_SESSION_END, "opencode": None}
 #: Hook events that end a turn (their answer may block it: `stop_hook_active` says a run of blocks goes on).
@@ -287,7 +296,8 @@ class HarnessSession:
     The hooks confirm their hand-overs by finding the messages' markers in it. The record, by harness:
 
         claude    <directory>/<id>.jsonl, named in every input (`transcript_path`): an attachment line
-        codex     the rollout, the same way: a developer message
+        codex     the rollout, the same way: a developer message (`interactive`: its session_meta says
+                  originator codex-tui, as a TUI session's does)
         gemini    <directory>/chats/session-<id>.jsonl, named in every input: a user record (SessionStart
                   context inside <hook_context>, an AfterAgent reason as the next prompt)
         copilot   $HOME/.copilot/session-state/<id>/events.jsonl (`home`), named only in the Stop input:
@@ -295,10 +305,14 @@ class HarnessSession:
         opencode  the session in OpenCode's store, as `opencode export <id>` prints it (a stand-in
                   `opencode` that prints <directory>/<id>.json, rewritten whole, as the store is): the
                   chat.message text as one more part of the user message
+
+    A push watcher's text (`pushed`), once the session's turn takes it: Codex's rollout gains a user
+    message, OpenCode's store a user message of one text part (`messages_json`: what its server's
+    `GET /session/{id}/message` answers). Copilot's push record is tests/copilotext.py's.
     """
 
     def __init__(self, directory: Path, session_id: str, codex: bool = False, *, harness: str | None = None,
-                 home: Path | None = None):
+                 home: Path | None = None, interactive: bool = False):
         self.id = session_id
         self.harness = harness or ("codex" if codex else "claude")
         self.codex = self.harness == "codex"
@@ -315,6 +329,7 @@ class HarnessSession:
         else:
             self.transcript = directory / f"{session_id}.jsonl"
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()  # the harness writes its record from more than one thread (pushes)
         if self.harness == "opencode":
             self.binary.parent.mkdir(exist_ok=True)
             if not self.binary.exists():
@@ -323,7 +338,8 @@ class HarnessSession:
             self._save()
         else:
             first = {"claude": {"type": "summary", "sessionId": session_id},
-                     "codex": {"type": "session_meta", "payload": {"id": session_id, "originator": "codex_exec"}},
+                     "codex": {"type": "session_meta", "payload": {
+                         "id": session_id, "originator": "codex-tui" if interactive else "codex_exec"}},
                      "gemini": {"sessionId": session_id, "startTime": "2026-12-03T06:00:00.000Z", "kind": "main"},
                      "copilot": {"type": "session.start", "data": {"sessionId": session_id}}}[self.harness]
             with self.transcript.open("a") as handle:
@@ -343,9 +359,7 @@ class HarnessSession:
         """What the harness does with a completed hook's answer: the model is given it, the record says so
         (the text JSON-escaped inside one JSONL line, or a part of an OpenCode message)."""
         if self.harness == "opencode":
-            self.messages.append({"info": {"role": "user"}, "parts": [
-                {"type": "text", "text": "go on"}, {"type": "text", "text": text, "synthetic": True}]})
-            self._save()
+            self._message([{"type": "text", "text": "go on"}, {"type": "text", "text": text, "synthetic": True}])
             return
         if self.harness == "codex":
             line: dict[str, Any] = {"type": "response_item", "payload": {
@@ -358,8 +372,31 @@ class HarnessSession:
                     else {"type": "user.message", "data": {"content": text}})
         else:
             line = {"type": "attachment", "attachment": {"type": "hook_additional_context", "content": [text]}}
-        with self.transcript.open("a") as handle:
+        self._line(line)
+
+    def pushed(self, text: str) -> None:
+        """What the harness records once the turn a push watcher's `text` started is under way (Codex: the
+        queued text as a user message, measured on 0.171.0; OpenCode: the prompt as a user message)."""
+        if self.harness == "opencode":
+            self._message([{"type": "text", "text": text}])
+            return
+        assert self.harness == "codex", f"{self.harness}'s push record is not kept here"
+        self._line({"type": "response_item", "payload": {"type": "message", "role": "user",
+                                                         "content": [{"type": "input_text", "text": text}]}})
+
+    def messages_json(self) -> str:
+        """OpenCode: the session's messages as its server answers them."""
+        with self._lock:
+            return json.dumps(self.messages)
+
+    def _line(self, line: dict) -> None:
+        with self._lock, self.transcript.open("a") as handle:
             handle.write(json.dumps(line) + "\n")
+
+    def _message(self, parts: list[dict]) -> None:
+        with self._lock:
+            self.messages.append({"info": {"role": "user", "sessionID": self.id}, "parts": parts})
+            self._save()
 
     def _save(self) -> None:
         """OpenCode's store changes whole (an export never shows half a message)."""

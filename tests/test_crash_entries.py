@@ -13,13 +13,20 @@ concurrent runs of the script:
 - 15 random kills and 10 answer kills of each Codex hook, in sessions with a rollout (issue 13);
 - in a third run (issue 21), 8 random kills and 4 answer kills of each hook of the Gemini CLI (SessionStart,
   AfterAgent), Copilot CLI (SessionStart, Stop) and OpenCode (the plugin's chat.message) harnesses, each in
-  sessions with its harness's own record (chats/session-*.jsonl, events.jsonl, `opencode export`); and, in
-  the first run, 30 kills of Copilot's push watcher (copilot-watch) with a stand-in extension.
+  sessions with its harness's own record (chats/session-*.jsonl, events.jsonl, `opencode export`), and 8
+  random kills and 4 kills at a push of the Codex and OpenCode push watchers (codex-watch with a stand-in
+  `codex queue`, opencode-watch with a stand-in of the session's server); and, in the first run, 30 random
+  kills and 6 kills at a push of Copilot's push watcher (copilot-watch) with a stand-in extension. A kill at
+  a push alternates between dropping the push (the watcher died after recording the batch as pending,
+  before pushing it) and letting the harness take it (died before the confirmation); the stand-ins record
+  what they took promptly, late or never, in a fixed cycle (tests/wayin.py).
 
 Delivered means the model (or consumer) has it: a completed hook's answer, what the pi controller
 acknowledged, the lines of watch's output. Mail seen only in a killed hook's output is lost unless a later
 hand-over gives it again. Nothing may be lost; watch and the pi child repeat at most one message per kill;
-a hook's kill repeats at most one hand-over; unkilled runs exit 0 and the lock is free at the end.
+a hook's or a watcher's kill repeats at most one hand-over; unkilled runs exit 0 and the lock is free at
+the end. The counts asserted below hold whatever the timing (the kinds of targeted kill alternate, the
+stand-ins' fates cycle), not just most of the time.
 
 The Codex hooks confirm from the session's rollout as the Claude hooks do from the transcript, and the
 Gemini, Copilot and OpenCode hooks from their harness's record, so all are held to the same rule: nothing
@@ -36,16 +43,31 @@ import sys
 import pytest
 
 from tests.clirunner import REPO
-from tests.entrypoints import CLAUDE_HOOKS, CODEX_HOOKS, COPILOT_WATCH, NEW_HOOKS, PI_CHILD, SESSION_START, STOP, WATCH
+from tests.entrypoints import (
+    CLAUDE_HOOKS,
+    CODEX_HOOKS,
+    CODEX_WATCH,
+    COPILOT_WATCH,
+    NEW_HOOKS,
+    OPENCODE_WATCH,
+    PI_CHILD,
+    SESSION_START,
+    STOP,
+    WATCH,
+)
 
 MAIN = (WATCH, PI_CHILD, STOP, SESSION_START)
 MAIN_KILLS, ANSWER_KILLS, CODEX_KILLS, CODEX_ANSWER_KILLS = 30, 20, 15, 10
 NEW_KILLS, NEW_ANSWER_KILLS = 8, 4
+COPILOT_PUSH_KILLS = 6  # the new run's watchers: NEW_ANSWER_KILLS
+NEW_WATCHERS = (CODEX_WATCH, OPENCODE_WATCH)
 
 
-def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir) -> subprocess.Popen:
+def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir,
+           push_kills: int | None = None) -> subprocess.Popen:
     cmd = [sys.executable, str(REPO / "scripts" / "crash_entries.py"), "--json", "--seed", str(seed),
            "--kills", str(kills), "--answer-kills", str(answer_kills), "--hook-timeout", "1.2",
+           "--push-kills", str(answer_kills if push_kills is None else push_kills),
            "--end-share", "0.15", "--max-batch", "20", "--big-batch", "50", "--workdir", str(workdir)]
     for entry in entries:
         cmd += ["--entry", entry]
@@ -63,13 +85,14 @@ def _summary(proc: subprocess.Popen) -> dict:
 @pytest.mark.slow
 def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     seed = secrets.randbelow(2**31)
-    main = _start((*MAIN, COPILOT_WATCH), MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main")
+    main = _start((*MAIN, COPILOT_WATCH), MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main", COPILOT_PUSH_KILLS)
     codex = _start(CODEX_HOOKS, CODEX_KILLS, CODEX_ANSWER_KILLS, seed + 100, tmp_path / "codex")
-    new = _start(NEW_HOOKS, NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
+    new = _start((*NEW_HOOKS, *NEW_WATCHERS), NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
     total, codex_total, new_total = _summary(main), _summary(codex), _summary(new)
     by_entry = {s["entry"]: s for t in (total, codex_total, new_total) for s in t["entries"]}
     context = f"seed={seed}: {json.dumps(by_entry)}"
-    assert set(by_entry) == set(MAIN) | {COPILOT_WATCH} | set(CODEX_HOOKS) | set(NEW_HOOKS), context
+    assert set(by_entry) == (set(MAIN) | {COPILOT_WATCH} | set(CODEX_HOOKS) | set(NEW_HOOKS)
+                             | set(NEW_WATCHERS)), context
 
     assert total["problems"] == [], context
     assert main.returncode == 0, context
@@ -109,7 +132,17 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
             assert sum(s["answer_kills"].values()) >= answer_kills and s["answer_kills"]["answer"] > 0, context
             assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
             assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)
-    s = by_entry[COPILOT_WATCH]  # one batch in flight: a kill repeats at most that one (the script checks)
-    assert s["lost"] == 0 and s["delivered"] == s["sent"] and s["kills"] >= MAIN_KILLS, context
-    assert s["killed_during_delivery"] >= 3 and s["sent_while_running"] > 0, context
-    assert s["kills_that_caused_duplicates"] <= s["kills"], context
+    # The push watchers: one batch in flight, so a kill repeats at most that one (the script checks).
+    assert by_entry[COPILOT_WATCH]["sent_while_running"] > 0, context  # 30 trials: 0.6 ** 30 to fail
+    for entry, kills, push_kills in ((COPILOT_WATCH, MAIN_KILLS, COPILOT_PUSH_KILLS),
+                                     *((e, NEW_KILLS, NEW_ANSWER_KILLS) for e in NEW_WATCHERS)):
+        s = by_entry[entry]
+        assert s["lost"] == 0 and s["delivered"] == s["sent"] and s["random_kills"] >= kills, (entry, context)
+        # Killed at a push, as many times each way (the kinds alternate by landed kills; a push always lands
+        # where there is mail, and each such trial has some): the push dropped and taken.
+        assert s["answer_kills"] == {"before-push": push_kills // 2, "after-push": push_kills // 2}, (entry, context)
+        assert s["killed_during_delivery"] >= push_kills, (entry, context)
+        assert s["in_killed_output"] > 0 and s["in_killed_output_lost"] == 0, (entry, context)
+        # The cycle of fates starts taken, never: the "after-push" kills alone reach a push never recorded.
+        assert s["push_fates"]["dropped"] >= push_kills // 2 and s["push_fates"]["never"] >= 1, (entry, context)
+        assert s["kills_that_caused_duplicates"] <= s["kills"], (entry, context)

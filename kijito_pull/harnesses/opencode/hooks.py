@@ -5,8 +5,9 @@
                             `opencode:<session id>`) until OpenCode's record shows its markers; then, when the
                             session's server listens, the session's watcher is armed (opencode/watcher.py)
     opencode-session-idle   a turn's end (the plugin runs it detached, so it outlives `opencode run`): what the
-                            session holds is confirmed from its record; the rest stays pending (the session may
-                            go on; its holder's end or deadline claims it back)
+                            session holds, its hooks' and its watcher's (`opencode-push:<session id>`), is
+                            confirmed from its record; the rest stays pending (the session may go on; its
+                            holder's end or deadline claims it back)
     opencode-watch          the watcher itself (started by opencode-chat-message, never by the plugin)
 
 The hand-over is the shared one (kijito_pull.harnesses.handover: its budget, its `HookSink`, its one JSON
@@ -104,7 +105,9 @@ def on_chat_message(inp: HookInput, env: Environment) -> int:
 
 
 def on_session_idle(inp: HookInput, env: Environment) -> int:
-    """Confirm what the session holds (its hooks' hand-overs) from its record; nothing is handed over. The
+    """Confirm what the session holds (its hooks' hand-overs and its watcher's pushes) from its record; nothing
+    is handed over. A push the record shows is confirmed here too, so a watcher gone before its next look
+    (killed, or ended with OpenCode) leaves nothing the model has to be claimed back and pushed again. The
     plugin runs it detached, with no stderr: what it says goes to `<sessions>/<session id>.idle.log`."""
     sid = inp.session_id
     if sid is None:
@@ -121,17 +124,21 @@ def on_session_idle(inp: HookInput, env: Environment) -> int:
 
 
 def _confirm_idle(inp: HookInput, env: Environment, sid: str) -> int:
+    from kijito_pull.harnesses.opencode.watcher import push_holder_key
+
     ready = handover.setup(inp.persona, env.environ)
     try:
-        key = session_holder_key(sid)
-        ids = ready.engine.held_by(key)
+        held = {key: ready.engine.held_by(key) for key in (session_holder_key(sid), push_holder_key(sid))}
+        ids = [i for key_ids in held.values() for i in key_ids]
         if not ids:
             return 0
         record = record_of(inp, env, server_of(inp, env))
-        seen = record.shown(inp.persona, ids)
+        seen = record.shown(inp.persona, ids)  # one read of the record for both holders
         if record.problem:
             say(env.stderr, f"{inp.hook}: session {sid}: {record.problem}; the hand-over stays pending")
-        ready.engine.settle(key, confirmed=seen)
+        for key, key_ids in held.items():
+            if key_ids:
+                ready.engine.settle(key, confirmed=seen & set(key_ids))
         say(env.stderr, f"{inp.hook}: session {sid}: {len(seen)} of {len(ids)} hand-over(s) confirmed from "
                         f"{record.where}")
     except (config.ConfigError, ApiError, StateError) as exc:
