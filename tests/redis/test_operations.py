@@ -76,16 +76,17 @@ def test_relay_serves_metrics_and_health_and_speaks_sd_notify(sb, tmp_path, redi
                      env={"NOTIFY_SOCKET": notify_socket.address, "WATCHDOG_USEC": "400000"},
                      stderr=(tmp_path / "relay.err").open("w"))  # a line per failed pass: no pipe to fill
     try:
-        # a consumer group, so the relay has a lag and pending count to report
-        consumer = Cli("https://kijito.invalid/api", "", tmp_path / "consumer")
-        assert until(lambda: redis_server.client().exists("kijito:{testbot}:mail"), timeout=30)
-        got = consumer("--once", "--json", "--persona", PERSONA, "--source", redis_server.url, "--consumer", "ci")
-        assert got.code == 0, got.stderr
-
         def relayed() -> float | None:
             return sample(scrape(port)[1], "kijito_pull_messages_relayed_total", persona=PERSONA)
 
+        # all three on the stream before the consumer reads: a stream that exists may hold only the first
         assert until(lambda: relayed() == 3, timeout=30), scrape(port)
+        # a consumer group, so the relay has a lag and pending count to report
+        consumer = Cli("https://kijito.invalid/api", "", tmp_path / "consumer")
+        got = consumer("--once", "--json", "--persona", PERSONA, "--source", redis_server.url, "--consumer", "ci")
+        assert got.code == 0, got.stderr
+        assert [json.loads(line)["id"] for line in got.stdout.splitlines()
+                if json.loads(line)["event"] == "new"] == sent, got.stdout
         sent.append(sb.send(PERSONA, "river", "one more"))
         assert until(lambda: relayed() == 4, timeout=30)
         text = until(lambda: (t := scrape(port)[1]) and sample(t, "kijito_pull_group_lag", group="ci") == 1 and t,
