@@ -170,6 +170,11 @@ def _push_mode(state: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in (state / "sessions").glob("*.push")]
 
 
+def _session_started(state: Path) -> bool:
+    """The SessionStart hook has finished its pull (it notes the event for its waker sibling)."""
+    return any("SessionStart" in p.read_text() for p in (state / "sessions").glob("*.synced"))
+
+
 def _start_tui(harness: h.Harness, fm: FakeModel, sandbox, state: Path, home: Path, project: Path,
                extra: list[str]) -> h.Tmux:
     tui = h.start_claude_tui(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.REPO],
@@ -188,6 +193,9 @@ def test_tui_gets_mail_pushed_when_idle_and_between_tool_calls_when_busy(
     with FakeModel(model, bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")) as fm:
         with _start_tui(harness, fm, sandbox, state, e2e_home, project, []) as tui:
             assert ch.wait_until(lambda: _push_mode(state) and _push_mode(state)[0]["pushing"], 10), _push_mode(state)
+            # The waker says it pushes before the SessionStart hook beside it has finished its pull: mail
+            # sent in between is that hook's (the start context, shown at the first turn), not a push.
+            assert ch.wait_until(lambda: _session_started(state), 10), list((state / "sessions").iterdir())
             [waker] = ch.waker_pids(state)
 
             # Idle: the push itself starts a turn (no doorbell: the same waker process stays).
