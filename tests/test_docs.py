@@ -255,3 +255,20 @@ def test_the_readme_says_how_to_run_the_command_the_two_commands_installed():
     script = Path(sys.prefix) / "bin" / "kijito-pull"
     ran = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0 and ran.stdout.startswith("kijito-pull "), ran.stderr
+
+
+def test_the_benchmarks_page_holds_current_figures_each_with_its_command_and_commit():
+    """docs/benchmarks.md holds the current figures only (issue 20: at most 400 lines; history is git's):
+    every paragraph that dates a run names the commit it ran at, and its section shows the `bench/`
+    command."""
+    text = (REPO / "docs" / "benchmarks.md").read_text()
+    assert len(text.splitlines()) <= 400
+    dated = 0
+    for section in text.split("\n## ")[1:]:
+        runs = [p for p in section.split("\n\n") if re.search(r"20\d\d-\d\d-\d\d \d\d:\d\d", p)]
+        for paragraph in runs:
+            assert re.search(r"\bat\s+[0-9a-f]{7}\b", paragraph), paragraph
+        if runs:
+            assert "bench/bench_" in section, section[:80]
+        dated += len(runs)
+    assert dated >= 8, dated
