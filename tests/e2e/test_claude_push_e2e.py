@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kijito_pull.harnesses.session import lifecycle
 from tests.e2e import claude_helpers as ch
 from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel, ToolUse, tool_results
@@ -172,7 +173,9 @@ def _push_mode(state: Path) -> list[dict]:
 
 def _session_started(state: Path) -> bool:
     """The SessionStart hook has finished its pull (it notes the event for its waker sibling)."""
-    return any("SessionStart" in p.read_text() for p in (state / "sessions").glob("*.synced"))
+    environ = {"KIJITO_PULL_STATE_DIR": str(state)}
+    synced = [lifecycle.read_synced(environ, p.stem) for p in (state / "sessions").glob("*.push")]
+    return any(s is not None and s[0].startswith("SessionStart|") for s in synced)
 
 
 def _start_tui(harness: h.Harness, fm: FakeModel, sandbox, state: Path, home: Path, project: Path,
