@@ -13,35 +13,30 @@ import time
 from typing import Any
 
 from kijito_pull.context import Context, Settings
-from kijito_pull.core import metrics
+from kijito_pull.core import errors, metrics
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import CLOSED, Sink
 from kijito_pull.sources import redis_streams, redis_wake
 
 WAKE_SLICE = 1.0  # seconds one XREAD BLOCK waits at most, so SIGTERM and the sink's queue are seen soon
 
 
-def _each_persona(settings: Settings, env: Environment, rows_of) -> list[dict[str, Any]] | None:  # noqa: ANN001
+def _each_persona(settings: Settings, rows_of) -> list[dict[str, Any]]:  # noqa: ANN001
     rows: list[dict[str, Any]] = []
     with Context(settings) as ctx:
         for persona in settings.personas:
-            try:
+            with errors.about(persona):
                 rows += [{"persona": persona, "source": ctx.redis_source(persona).where, **row}
                          for row in rows_of(ctx.redis_source(persona))]
-            except ApiError as exc:
-                env.error(f"{persona}: {exc}")
-                return None
     return rows
 
 
 def status(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
     """Each group of each persona's stream: lag (entries not yet read by the group), pending entries, holders."""
-    rows = _each_persona(settings, env, lambda source: source.lag())
-    if rows is None:
-        return ExitCode.SOURCE_FAILED
+    rows = _each_persona(settings, lambda source: source.lag())
     if args.consumer:
         rows = [r for r in rows if r["group"] == args.consumer]
     for row in rows:
@@ -60,11 +55,9 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
     """The group's parked mail (the dead-letter stream); `--retry ID` gives it back to that one group."""
     if args.retry is not None:
         return _retry(args, env, settings)
-    rows = _each_persona(settings, env, lambda source: [
+    rows = _each_persona(settings, lambda source: [
         {"consumer": f["group"], "id": int(f["kid"]), "since": f.get("since"), "attempts": int(f.get("attempts", 0)),
          "reason": f.get("reason", ""), "retry": False} for f in source.parked(every_group=not args.consumer)])
-    if rows is None:
-        return ExitCode.SOURCE_FAILED
     for row in rows:
         if args.json:
             env.stdout.write(json.dumps(row) + "\n")
@@ -82,11 +75,8 @@ def _retry(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
     persona, group = settings.personas[0], settings.consumer
     with Context(settings) as ctx:
         source = ctx.redis_source(persona)
-        try:
+        with errors.about(persona, "nothing changed"):
             outcome = source.retry_parked(args.retry)
-        except ApiError as exc:
-            env.error(f"{persona}: {exc}; nothing changed")
-            return ExitCode.SOURCE_FAILED
     if outcome == "not parked":
         env.error(f"message {args.retry} is not parked for {persona} (group {group}) in {source.where}; "
                   f"`kijito-pull parked --source ...` lists what is")
@@ -129,7 +119,7 @@ def watch(args: argparse.Namespace, env: Environment, settings: Settings, person
                     if ops.serving:
                         ops.groups(persona, source.lag())
                 ops.succeeded()
-            except ApiError as exc:
+            except SourceFailed as exc:
                 ops.failed("redis", exc)
                 env.error(f"{exc}; retried in {args.poll_seconds} s (nothing was acknowledged)")
                 tops = {}
@@ -149,7 +139,7 @@ def watch(args: argparse.Namespace, env: Environment, settings: Settings, person
                         ops.succeeded()  # Redis answered the wait: the source is up
                     if woken:
                         break
-                except ApiError as exc:
+                except SourceFailed as exc:
                     ops.failed("redis", exc)
                     tops = {}
                 if not tops:

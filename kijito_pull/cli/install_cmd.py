@@ -13,6 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
+from kijito_pull.core import errors
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import registry
@@ -109,15 +110,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if not quiet and not args.dry_run and isatty and isatty():
         common.on_run = lambda argv: (env.stderr.write(f"kijito-pull: running {common.shown(argv)} ...\n"),
                                       env.stderr.flush())
-    try:
-        request = _request(harness, args, env)
-        outcome = harness.install(request) if args.action == "install" else harness.uninstall(request)
-    except common.InstallError as exc:
-        env.error(f"{args.action} {args.target}: {exc}")
-        return exc.code
-    except FileNotFoundError as exc:  # plugin files missing from the installation
-        env.error(f"{args.action} {args.target}: {exc}")
-        return ExitCode.USAGE
+    try:  # an InstallError (its own exit code) or missing plugin files (2): cli/main.py says it
+        with errors.about(f"{args.action} {args.target}"):
+            request = _request(harness, args, env)
+            outcome = harness.install(request) if args.action == "install" else harness.uninstall(request)
     finally:
         common.on_run = None
     if not quiet or args.dry_run:

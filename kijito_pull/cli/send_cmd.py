@@ -7,10 +7,9 @@ import json
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
-from kijito_pull.core import config
+from kijito_pull.core import config, errors
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 
 MAX_CONTENT_BYTES = 1024 * 1024
 
@@ -40,10 +39,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     ctx = Context(options.settings(args, env))
     client = ctx.client
     try:
-        result = client.send(args.to, text, sender=args.sender, urgent=args.urgent)
-    except ApiError as exc:
-        env.error(f"send failed: {exc} (it was not retried, so it was sent at most once)")
-        return ExitCode.SOURCE_FAILED
+        with errors.about("send failed", "it was not retried, so it was sent at most once"):
+            result = client.send(args.to, text, sender=args.sender, urgent=args.urgent)
     finally:
         ctx.close()
     if args.json:

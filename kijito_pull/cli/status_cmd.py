@@ -11,9 +11,10 @@ from typing import Any
 from kijito_pull.cli import options
 from kijito_pull.core import lockholder
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
-from kijito_pull.core.state import CursorState, StateError, StateStore
+from kijito_pull.core.state import CursorState, StateStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +35,7 @@ def _describe(state_file: Path) -> dict[str, Any]:
     """Read one state file's identity without trusting it, then load it through the real validator."""
     try:
         store = StateStore.existing(state_file)
-    except StateError as exc:
+    except SourceFailed as exc:  # a file that cannot be read is a row that says so
         return {"file": str(state_file), "status": "corrupt", "reason": str(exc)}
     identity = store.identity
     loaded = store.load()

@@ -12,16 +12,16 @@ from pathlib import Path
 from kijito_pull.cli import operations, options
 from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, Settings
-from kijito_pull.core import config, process
+from kijito_pull.core import config, errors, process
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import CursorState, StateError
+from kijito_pull.core.state import CursorState
 from kijito_pull.harnesses.session.optin import INTERRUPT_POLICIES
 from kijito_pull.sinks.stdout import NdjsonSink
 from kijito_pull.watch.loop import Watcher, WatchOptions
@@ -208,11 +208,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
 
     if args.self_test:
         if all_personas and not personas:
-            try:
+            with errors.about("self-test: cannot list the account's personas"):
                 personas = [p.persona for p in client.personas()]
-            except ApiError as exc:
-                env.error(f"self-test: cannot list the account's personas ({exc})")
-                return ExitCode.SOURCE_FAILED
         return self_test(client, personas, sink, factory, env)
 
     stop = threading.Event()
@@ -230,11 +227,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                           errors=env.stderr, ops=ops)
         if args.seed_at is not None:
             for target in watcher.targets.values():
-                try:
+                with errors.about(f"{target.name}: cannot seed the cursor"):
                     seed(target.engine, args.seed_at, watcher)
-                except (ApiError, StateError) as exc:
-                    env.error(f"{target.name}: cannot seed the cursor: {exc}")
-                    return ExitCode.SOURCE_FAILED
         code = operations.run_watcher(watcher, ops, env)
         if code != ExitCode.OK:
             return code
@@ -260,13 +254,13 @@ def self_test(client: KijitoClient, personas: list[str], sink: Sink, factory: Ev
     failures = []
     try:
         client.notify_pending()
-    except ApiError as exc:
-        if exc.status != 404:
+    except SourceFailed as exc:  # each probe's failure is listed; the others are still tried
+        if getattr(exc, "status", None) != 404:
             failures.append(f"notify/pending: {exc}")
     for persona in personas:
         try:
             client.inbox(persona, limit=1)
-        except ApiError as exc:
+        except SourceFailed as exc:
             failures.append(f"{persona}: {exc}")
     event = factory.signal("heartbeat", personas[0] if personas else "*", self_test=True,
                            api_base=client.api_base)

@@ -13,9 +13,11 @@ import os
 import stat
 from pathlib import Path
 
+from kijito_pull.core.errors import SourceFailed
 
-class StateError(Exception):
-    """The state could not be written or locked; the message is one line."""
+
+class StateError(SourceFailed):
+    """The state could not be written or locked (exit 1); the message is one line."""
 
 
 def ensure_private_dir(path: Path, root: Path | None = None) -> None:

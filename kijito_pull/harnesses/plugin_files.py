@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kijito_pull.core.errors import UsageError
+
 PACKAGE = Path(__file__).resolve().parent.parent  # kijito_pull/
 DATA = PACKAGE / "data"
 REPO_ROOT = PACKAGE.parent
@@ -28,8 +30,8 @@ OPENCODE_FILES = ("extensions/opencode/kijito-pull.js",)
 COPILOT_FILES = ("extensions/copilot/kijito-pull/extension.mjs",)
 
 
-class MissingPluginFiles(FileNotFoundError):
-    """A plugin or extension file this installation should ship is not where it looks for it."""
+class MissingPluginFiles(UsageError, FileNotFoundError):
+    """A plugin or extension file this installation should ship is not where it looks for it (exit 2)."""
 
 
 def _root(bundle: str, first: str) -> Path:
