@@ -21,6 +21,7 @@ from kijito_pull.core import errors
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.files import listed
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.state import StateStore
 
@@ -52,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _rows(env: Environment, personas: list[str] | None, consumer: str | None) -> list[dict[str, Any]]:
     directory = Paths(env.environ).cursors_dir
     rows = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+    for path in listed(directory, "*.json"):
         try:
             store = StateStore.existing(path)
         except SourceFailed:  # not a cursor file that can be read: status names it

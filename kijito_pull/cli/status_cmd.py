@@ -13,6 +13,7 @@ from kijito_pull.core import lockholder
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.files import listed
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.state import CursorState, StateStore
 
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
 
         return fleet.status(args, env, settings)
     directory = Paths(env.environ).cursors_dir
-    rows = [_describe(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
+    rows = [_describe(p) for p in listed(directory, "*.json")]
     if args.persona:
         rows = [r for r in rows if r.get("persona") in args.persona]
     if args.consumer:

@@ -60,9 +60,14 @@ class KijitoPullError(Exception):
             self.outcome = outcome
         return self
 
+    def text(self) -> str:
+        """The message as `line` shows it: its first line (an error whose next lines are steps a person
+        follows, `install`'s by-hand instructions, keeps them)."""
+        return first_line(self, 400)
+
     def line(self) -> str:
         """The one line a person is shown: `where: message; outcome; fix`."""
-        parts = [": ".join([*self.where, first_line(self, 400)])]
+        parts = [": ".join([*self.where, self.text()])]
         parts += [p for p in (self.outcome, self.fix) if p]
         return "; ".join(parts)
 

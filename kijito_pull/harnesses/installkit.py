@@ -42,6 +42,10 @@ class InstallError(KijitoPullError):
         super().__init__(message, exit_code=code)
         self.code = ExitCode(code)
 
+    def text(self) -> str:
+        """All of it: after its one line, what to do by hand (the harness is missing, ...)."""
+        return str(self).rstrip("\n")
+
 
 class Result(str, enum.Enum):
     """What an install or uninstall did (or, with --dry-run, would do). A str, so it compares to its value."""
