@@ -187,10 +187,7 @@ def _unexpected(exc: Exception, args: argparse.Namespace | None, argv: list[str]
         return ExitCode.SOURCE_FAILED
     from kijito_pull.core.paths import Paths
 
-    try:
-        where = f"the full report is in {crashreport.write(Paths(env.environ), exc, argv, secrets)}"
-    except (KijitoPullError, OSError) as err:
-        where = f"its report could not be written ({first_line(err)})"
+    where = crashreport.write(Paths(env.environ), exc, argv, secrets)
     env.error(f"unexpected error ({what}); {where}; run again with --debug to see the traceback")
     return ExitCode.SOURCE_FAILED
 

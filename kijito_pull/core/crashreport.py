@@ -2,10 +2,11 @@
 
 Contract: `write(paths, exc, argv, secrets)` writes the full traceback of an exception kijito-pull did not
 anticipate (not a `core.errors.KijitoPullError`) to a new file under the state directory's `crashes/`
-(the directory 0700, the file 0600, created exclusively and without following a link) and returns its
-path; the newest `KEEP` reports are kept. Nothing secret is written: each of `secrets` (the token, a Redis
-password) is replaced, and so is whatever looks like a credential (an Authorization header, a bearer
-token, a password in a URL). A report that cannot be written raises `StateError` (one line).
+(the directory 0700, the file 0600, created exclusively and without following a link) and says where
+(for the one line that names it); the newest `KEEP` reports are kept. Nothing secret is written: each
+of `secrets` (the token, a Redis password) is replaced, and so is whatever looks like a credential (an
+Authorization header, a bearer token, a password in a URL). `write` never raises: a report that cannot
+be written is said instead.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import traceback
 from collections.abc import Iterable, Sequence
 
 from kijito_pull import __version__
+from kijito_pull.core.errors import first_line
 from kijito_pull.core.files import StateError, ensure_private_dir
 from kijito_pull.core.paths import Paths
 
@@ -40,7 +42,15 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 
 
 def write(paths: Paths, exc: BaseException, argv: Sequence[str], secrets: Iterable[str]) -> str:
-    """Write the report of `exc` and return its path (module docstring). StateError when it cannot be."""
+    """Write the report of `exc` (module docstring) and say where, in words for the one line that names it:
+    "the full report is in PATH", or why it could not be written. Never raises."""
+    try:
+        return f"the full report is in {_write(paths, exc, argv, secrets)}"
+    except (StateError, OSError) as err:
+        return f"its report could not be written ({first_line(err)})"
+
+
+def _write(paths: Paths, exc: BaseException, argv: Sequence[str], secrets: Iterable[str]) -> str:
     folder = paths.crashes_dir
     ensure_private_dir(folder, root=paths.state_dir)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -55,7 +65,7 @@ def write(paths: Paths, exc: BaseException, argv: Sequence[str], secrets: Iterab
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as err:
-        raise StateError(f"the report could not be written to {folder} ({err.strerror})") from None
+        raise StateError(f"{folder}: {err.strerror}") from None
     with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as out:
         out.write(scrub(body, secrets))
     _prune(folder)
