@@ -236,6 +236,12 @@ def test_without_the_redis_extra_a_redis_source_is_one_line_exit_2_and_nothing_i
     ran = world.run(["--once", "--persona", "x", "--source", "redis://127.0.0.1:1/0"], env=blocked)
     assert ran.returncode == 2 and "pip install 'kijito-pull[redis]'" in ran.stderr
     assert len(ran.stderr.strip().splitlines()) == 1 and "Traceback" not in ran.stderr
+    # a hook with that source: exit 0 (the session goes on), the same line, nothing handed over
+    hook = world.run(["hook", "claude-stop"], env={**blocked, "KIJITO_PULL_SOURCE": redis_server.url},
+                     stdin=HOOK_INPUT.replace("{project}", str(world.project)))
+    assert hook.returncode == 0 and hook.stdout == "", hook.stderr
+    (line,) = hook.stderr.strip().splitlines()
+    assert "pip install 'kijito-pull[redis]'" in line and "internal error" not in line
     # nothing was acknowledged: with the extra, the same group is handed the message
     again = world.run(argv)
     assert again.returncode == 0, again.stderr
