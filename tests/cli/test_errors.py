@@ -324,3 +324,18 @@ def test_commands_raise_and_only_the_boundary_maps_product_errors():
                 if names & PRODUCT_ERRORS:
                     found.append(f"{path.name}:{node.lineno}")
     assert len(found) == 1 and found[0].startswith("main.py:"), found
+
+
+def test_one_personas_failed_source_is_its_line_and_the_others_still_get_their_mail(world):
+    """`Carry`: a pull of several personas goes on past one whose state cannot be used, and exits 1."""
+    from kijito_pull.core.paths import Paths
+
+    cli = world.cli()
+    river = world.sb.send(PERSONA, "loom", "for river")
+    world.sb.send("argus", "loom", "for argus")
+    _, lock = Paths(cli.environ).cursor_files(world.sb.url, "argus", "agent")
+    lock.mkdir(parents=True)  # a directory where argus's lock file belongs: its pull fails, river's does not
+    result = cli("--once", "--json", "--persona", "argus", "--persona", PERSONA)
+    assert result.code == 1 and result.new_ids == [river]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("kijito-pull: argus: ") and "nothing was acknowledged" in line
