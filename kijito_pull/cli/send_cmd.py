@@ -121,6 +121,8 @@ def _wait_seen(ctx: Context, args: argparse.Namespace, env: Environment, ident: 
         env.error(f"note: {receipts.why}; waiting up to {bound:g} s for it")
     delay = FIRST_DELAY
     while True:
+        if receipts.emitted is None and tracker.calls % tracker.rescan == 0:
+            receipts = tracker.receipts()  # the recipient may have started here since (its cursor, its marker)
         found = tracker.gather(kijito=ctx.settings.source is None)
         found.receipts = receipts
         _note_states(states, found)

@@ -25,7 +25,7 @@ per persona (config `[personas.NAME] mark_read = true`), and every entry point o
 
 A sender can wait for the receipt (`kijito-pull send --wait seen`, core/journey.py). So that it can tell
 a recipient that emits none from one that has not confirmed yet, each cursor that emits receipts publishes
-a marker beside its file (`<cursor>.receipts`, 0600, written at its first pull with receipts on), and a
+a marker beside its file (`<cursor>.receipts`, 0600, written before its first pull with receipts on), and a
 cursor pulled with receipts off takes its marker back (`withdraw`).
 """
 
@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from kijito_pull.core.files import open_regular
+from kijito_pull.core.files import ensure_private_dir, open_regular
 from kijito_pull.core.models import ApiError, InboxPage
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.source import OpenPull
@@ -100,10 +100,14 @@ class ReadReceipts:
 
     @contextlib.contextmanager
     def open(self, peek: bool = False, holder: Holder | None = None) -> Iterator[OpenPull]:
+        if not peek:  # the marker before the cursor file: a sender never sees this cursor without it
+            store = self.engine.store
+            with contextlib.suppress(StateError):
+                ensure_private_dir(store.path.parent, store.root)
+            publish(store.path)
         with self.engine.open(peek=peek, holder=holder) as pull:
             yield pull
         if not peek:
-            publish(self.engine.store.path)
             self.mark()
 
     def settle(self, holder: str, confirmed: Iterable[int] = (), released: Iterable[int] = (),
