@@ -166,3 +166,26 @@ def test_track_of_a_message_not_in_the_inbox_and_of_parked_mail(sb, cli):
     out = json.loads(cli("track", str(poison), "--persona", "river", "--json").stdout)
     assert out["state"] == "parked"
     assert "parked --retry" in next(s for s in out["steps"] if s["state"] == "parked")["detail"]
+
+
+def test_every_entry_point_builds_its_source_from_the_per_persona_choice(sb, cli):
+    """Context.engine is where every entry point (hooks, watch, --once, exec) gets its source: receipts for
+    river only, the environment and --mark-read still winning, and a marker taken back when they are off."""
+    from kijito_pull.context import Context, Flags, Settings
+    from kijito_pull.core.receipts import ReadReceipts, marker_path
+
+    _configure(cli, "mark_read = false\n[personas.river]\nmark_read = true\n")
+    with Context(Settings(cli.environ)) as ctx:
+        assert isinstance(ctx.engine("river"), ReadReceipts)
+        assert not isinstance(ctx.engine("loom"), ReadReceipts)
+    with Context(Settings({**cli.environ, "KIJITO_PULL_MARK_READ": "0"})) as ctx:
+        assert not isinstance(ctx.engine("river"), ReadReceipts)
+    with Context(Settings(cli.environ, Flags(mark_read=True))) as ctx:
+        assert isinstance(ctx.engine("loom"), ReadReceipts)
+    sb.send("river", "loom", "hello")
+    assert cli("--once", "--persona", "river").code == 0
+    with Context(Settings(cli.environ)) as ctx:
+        path = ctx.engine("river").store.path
+    assert marker_path(path).exists() and (marker_path(path).stat().st_mode & 0o777) == 0o600
+    assert cli("--once", "--persona", "river", env={"KIJITO_PULL_MARK_READ": "0"}).code == 0
+    assert not marker_path(path).exists()  # pulled without receipts: the marker is taken back
