@@ -256,15 +256,27 @@ def receipts_known(persona: str, own: tuple[bool, str] | None, found: Iterable[C
 
 def confirmed_since(cursors_dir: Path, since: float, persona: str | None = None) -> list[dict[str, Any]]:
     """Every hand-over confirmed on this machine at or after epoch `since` (e.g. time.time() - 3600), oldest
-    first: {"persona", "consumer", "api_base", "id", "holder", "at"}. Reads files only."""
-    out: list[tuple[float, dict[str, Any]]] = []
-    for c in cursors(cursors_dir, persona=persona):
+    first: {"persona", "consumer", "api_base", "id", "holder", "at"}. Reads files only, and only the cursors
+    whose confirmation log changed since then (a thousand idle cursors cost a directory listing)."""
+    if not cursors_dir.is_dir():
+        return []
+    recent = []
+    for log in sorted(cursors_dir.glob(f"*.json{confirmations.SUFFIX}")):
         try:
-            if os.stat(confirmations.log_path(c.path)).st_mtime < since:
+            if os.stat(log).st_mtime < since:
                 continue  # nothing in it is recent enough (the rotated generation is older still)
         except OSError:
             continue
-        for row in confirmations.read(c.path, since=since):
-            out.append((row.at, {"persona": c.persona, "consumer": c.consumer, "api_base": c.api_base,
-                                 **row.as_json()}))
+        recent.append(Path(str(log)[:-len(confirmations.SUFFIX)]))
+    out: list[tuple[float, dict[str, Any]]] = []
+    for path in recent:
+        try:
+            identity = StateStore.existing(path).identity
+        except StateError:
+            continue
+        if persona not in (None, identity["persona"]):
+            continue
+        for row in confirmations.read(path, since=since):
+            out.append((row.at, {"persona": identity["persona"], "consumer": identity["consumer"],
+                                 "api_base": identity["api_base"], **row.as_json()}))
     return [row for _at, row in sorted(out, key=lambda pair: pair[0])]

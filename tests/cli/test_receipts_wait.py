@@ -189,3 +189,18 @@ def test_every_entry_point_builds_its_source_from_the_per_persona_choice(sb, cli
     assert marker_path(path).exists() and (marker_path(path).stat().st_mode & 0o777) == 0o600
     assert cli("--once", "--persona", "river", env={"KIJITO_PULL_MARK_READ": "0"}).code == 0
     assert not marker_path(path).exists()  # pulled without receipts: the marker is taken back
+
+
+def test_the_confirmation_log_is_bounded_and_survives_damage(tmp_path):
+    cursor = tmp_path / "river.agent.json"
+    for i in range(3000):  # well past one generation: rotated, one older generation kept
+        confirmations.note(cursor, {i: "claude:s"}, at=1000.0 + i)
+    kept = confirmations.read(cursor)
+    assert kept[-1].id == 2999 and 500 < len(kept) < 3000
+    assert [c.id for c in kept] == sorted(c.id for c in kept)
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) < 3 * confirmations.MAX_BYTES
+    with open(confirmations.log_path(cursor), "a") as log:
+        log.write("{not json\n")
+    confirmations.note(cursor, {3000: "pi:s"}, at=5000.0)
+    assert confirmations.read(cursor, ids=[3000]) == [confirmations.Confirmation(3000, "pi:s", 5000.0)]
+    assert [c.id for c in confirmations.read(cursor, since=4000.0)] == [3000]
