@@ -257,9 +257,12 @@ class Context:
         return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer), root=s.paths.state_dir,
                           identity={"api_base": s.api_base, "persona": persona, "consumer": s.consumer})
 
-    def engine(self, persona: str, **options: Any) -> Engine | receipts.ReadReceipts | Any:
+    def engine(self, persona: str, *, reads_for_model: bool = True,
+               **options: Any) -> Engine | receipts.ReadReceipts | Any:
         """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...).
-        With a Redis source, that source instead (its own options: consumer, claim_after, max_attempts)."""
+        With a Redis source, that source instead (its own options: consumer, claim_after, max_attempts).
+        With read receipts on for `persona`, the engine marks confirmed mail read (core/receipts.py), unless
+        `reads_for_model` is False: the relay, whose taking is no model's (its receipt is the group's XACK)."""
         config.validate_persona(persona)
         if self.settings.source is not None:
             return self.redis_source(persona)
@@ -268,6 +271,8 @@ class Context:
         options.setdefault("notify_client", self.new_client)  # the wake's long-poll holds its own connection
         engine = Engine(self.client, self.store(persona), self.factory, persona=persona,
                         consumer=self.settings.consumer, **options)
+        if not reads_for_model:
+            return engine
         if self.settings.mark_read(persona):
             return receipts.ReadReceipts(engine, self.client)
         receipts.withdraw(engine.store.path)  # a receipts marker left from when they were on is taken back

@@ -84,3 +84,24 @@ def test_send_wait_seen_with_a_redis_source_returns_once_the_group_acknowledges(
         assert time.monotonic() - acked < 2.0
         sent = json.loads(out)
         assert sent["result"] == "seen" and sent["journey"]["steps"][0]["state"] == "acknowledged"
+
+
+def test_a_relay_never_marks_mail_read_even_for_a_persona_with_receipts(redis_server, tmp_path):
+    """The relay's taking is no model's: with [personas.P] mark_read = true in its config, the mail it
+    appends stays unread at Kijito (the fleet's receipt is the group's acknowledgement)."""
+    from tests.waiting import until
+
+    with Sandbox(token="redis-journey-token").start() as sb:
+        cli = Cli(sb.url, sb.token, tmp_path / "relay")
+        (tmp_path / "relay").mkdir()
+        (tmp_path / "relay" / "no-config.toml").write_text(f"[personas.{PERSONA}]\nmark_read = true\n")
+        sent = [sb.send(PERSONA, "river", f"m{n}") for n in range(3)]
+        proc = cli.spawn("relay", "--redis", redis_server.url, "--persona", PERSONA, "--interval", "0.1")
+        try:
+            stream = redis_streams.stream_key(PERSONA)
+            assert until(lambda: len(redis_server.client().xrange(stream)) == 3, timeout=30)
+            time.sleep(0.5)
+        finally:
+            proc.terminate()
+            proc.wait(20)
+        assert [m["read"] for m in sb.messages(PERSONA) if m["id"] in sent] == [False, False, False]
