@@ -10,8 +10,8 @@ Three things no state file records are measured here, from what the board saw ch
 (each said so in the snapshot): a confirmation is a hand-over that left a cursor's pending list without
 being parked (unless the state records confirmation times: core/overview.confirmed_rows); the wake
 latency of a delivery is the time from the notify answer that announced a persona's new mail to this
-machine's state showing it handed over (the pending entry's own `since`, else when the board read the
-moved cursor); the relay's lag is the time from that announcement to the persona's stream holding a newer
+machine's state showing it handed over (the write time of the cursor file that shows the new pending
+entry or the moved cursor); the relay's lag is the time from that announcement to the persona's stream holding a newer
 entry (the entry id's own time). Thread-safe. Imports only core/ and the standard library.
 """
 
@@ -130,15 +130,16 @@ class Board:
             self._listed = {n for n in names if self._wanted(n)}
         self._publish()
 
-    def cursors(self, rows: list[dict[str, Any]]) -> None:
-        """This machine's cursor rows (core/overview.cursor_row), the whole current set."""
+    def cursors(self, rows: list[dict[str, Any]], written: dict[str, float] | None = None) -> None:
+        """This machine's cursor rows (core/overview.cursor_row), the whole current set; `written`: when each
+        file (by its path) was last written, the time a hand-over seen in it was recorded."""
         now = self.clock()
         with self._lock:
             old = {(r.get("persona"), r.get("consumer"), r.get("api_base")): r for r in self._rows}
             for row in rows:
                 before = old.get((row.get("persona"), row.get("consumer"), row.get("api_base")))
                 if before is not None and row.get("api_base") == self.api_base:
-                    self._observe(before, row, now)
+                    self._observe(before, row, (written or {}).get(row.get("file", ""), now) or now)
             self._rows = [r for r in rows if self._wanted(r.get("persona"))]
         self._publish()
 
@@ -166,6 +167,7 @@ class Board:
     # -- what changed between two reads of a cursor ---------------------------------------------------
 
     def _observe(self, before: dict[str, Any], after: dict[str, Any], now: float) -> None:
+        """What changed in one cursor between two reads; `now`: when the file was written."""
         persona = after["persona"]
         held_before = {i: p for p in before.get("pending") or [] if p["holder"] for i in p["ids"]}
         held_after = {i: p for p in after.get("pending") or [] if p["holder"] for i in p["ids"]}
@@ -180,7 +182,7 @@ class Board:
         fresh = [p for i, p in held_after.items() if i not in held_before]
         moved = (after.get("cursor") or -1) > (before.get("cursor") or -1)
         if fresh or moved:
-            handed = min((epoch(p["since"]) or now for p in fresh), default=now)
+            handed = now  # the file's write: the state's own `since` has whole seconds only
             waiting = self._announced.get(persona)
             while waiting and now - waiting[0] > ANNOUNCED_FOR:
                 waiting.popleft()

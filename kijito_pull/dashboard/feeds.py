@@ -102,7 +102,7 @@ class Feeds:
             if full:
                 full_at = now + self.full_every
             if self.scan(full):
-                self.board.cursors([self._rows[p] for p in sorted(self._rows)])
+                self.board.cursors([self._rows[p] for p in sorted(self._rows)], self.written())
             self.stop.wait(self.scan_every)
 
     def scan(self, full: bool = False) -> bool:
@@ -129,6 +129,12 @@ class Feeds:
             self._seen.pop(gone, None)
             changed = True
         return changed
+
+
+    def written(self) -> dict[str, float]:
+        """Each cursor file's last write (its ack journal's, when later), in Unix time."""
+        return {str(p): max((m[1] / 1e9 for m in mark if m is not None), default=0.0)
+                for p, mark in self._seen.items()}
 
 
 def _mark(path: Path) -> tuple | None:

@@ -93,7 +93,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(404, b"not found: /, /events or /snapshot.json\n", "text/plain; charset=utf-8")
 
     def _refuse(self) -> None:
-        self._send(405, b"read-only: GET only\n", "text/plain; charset=utf-8")
+        if not self.server.authorised(self.path.partition("?")[2]):
+            self._send(403, FORBIDDEN, "text/plain; charset=utf-8")
+        else:
+            self._send(405, b"read-only: GET only\n", "text/plain; charset=utf-8")
 
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
 
