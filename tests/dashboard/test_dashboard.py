@@ -15,6 +15,7 @@ import requests
 
 from tests.clirunner import Cli
 from tests.dashboard.running import dashboard, environ
+from tests.harnesses.test_install import wheel  # noqa: F401 - the fixture: the package built as a wheel
 
 TOKEN = "dash-token-7f3c1a"
 PATHS = ("/", "/events", "/snapshot.json", "/favicon.ico", "/nothing")
@@ -167,3 +168,14 @@ def test_with_a_redis_source_it_shows_each_group_and_says_when_redis_is_down(sb,
         redis_server.stop()
         snap = dash.wait(lambda s: s["redis"]["state"] == "down", timeout=10)
         assert snap["redis"]["error"] and snap["kijito"]["state"] == "up"
+
+
+def test_the_wheel_carries_the_page(wheel):
+    import zipfile
+
+    from kijito_pull.dashboard import server
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for asset in ("page.html", "page.css", "page.js"):
+        assert f"kijito_pull/dashboard/static/{asset}" in names
+    assert "/*SCRIPT*/" not in server.page_template() and "EventSource" in server.page_template()
