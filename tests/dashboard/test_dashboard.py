@@ -15,7 +15,7 @@ import requests
 
 from tests.clirunner import Cli
 from tests.dashboard.running import dashboard, environ
-from tests.harnesses.test_install import wheel  # noqa: F401 - the fixture: the package built as a wheel
+from tests.harnesses.test_install import wheel as built_wheel  # the package built as a wheel
 
 TOKEN = "dash-token-7f3c1a"
 PATHS = ("/", "/events", "/snapshot.json", "/favicon.ico", "/nothing")
@@ -170,7 +170,10 @@ def test_with_a_redis_source_it_shows_each_group_and_says_when_redis_is_down(sb,
         assert snap["redis"]["error"] and snap["kijito"]["state"] == "up"
 
 
-def test_the_wheel_carries_the_page(wheel):
+wheel = built_wheel  # the fixture, under the name its own tests use
+
+
+def test_the_wheel_carries_the_page(wheel):  # noqa: F811 - the fixture above
     import zipfile
 
     from kijito_pull.dashboard import server
