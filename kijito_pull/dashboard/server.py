@@ -19,6 +19,7 @@ import hmac
 import http.server
 import importlib.resources
 import secrets
+import socket
 import threading
 import urllib.parse
 from typing import Any
@@ -77,6 +78,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     server: DashboardServer
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body are two writes: without this, a kept-alive connection waits out delayed ACKs
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path, _, query = self.path.partition("?")
