@@ -1,12 +1,11 @@
 """What `kijito-pull status --json` says and the dashboard shows, computed in one place.
 
 `cursor_row(state_file)` describes one cursor file (identity, position, pin, lock holder, a damaged file
-read from its last good copy, pending hand-overs per holder, parked mail and, where the state records
-them, confirmation times); `cursor_rows(directory, personas, consumer)` every one under the cursor
-directory, filtered as `status` filters. `group_rows(persona, source)` is what a Redis source says of
-each consumer group of one persona's stream (`status --source`). Local files only, and the Redis source
-given; never Kijito, never the token. Reads through the state store's own careful reader (no links
-followed, no FIFO blocked on, no giant file read).
+read from its last good copy, pending hand-overs per holder, parked mail); `cursor_rows(directory,
+personas, consumer)` every one under the cursor directory, filtered as `status` filters.
+`group_rows(persona, source)` is what a Redis source says of each consumer group of one persona's stream
+(`status --source`). Local files only, and the Redis source given; never Kijito, never the token. Reads
+through the state store's own careful reader (no links followed, no FIFO blocked on, no giant file read).
 """
 
 from __future__ import annotations
@@ -51,9 +50,6 @@ def cursor_row(state_file: Path) -> dict[str, Any]:
                    delivered_above=len(state.delivered_above), pin=state.pin, pending=pending_rows(state),
                    parked=parked_rows(state),
                    restored=loaded.restored)  # why the file was damaged, when read from its last good copy
-        confirmed = confirmed_rows(state)
-        if confirmed is not None:
-            row["confirmed"] = confirmed
     written = store.lock_holder()
     if written is None:
         row["lock"] = "free"
@@ -80,18 +76,6 @@ def parked_rows(state: CursorState) -> list[dict[str, Any]]:
     """Parked mail, oldest id first: {"id", "since", "attempts", "reason", "retry"}."""
     return [{"id": ident, "since": rec.get("since"), "attempts": rec.get("attempts"), "reason": rec.get("reason", ""),
              "retry": bool(rec.get("retry"))} for ident, rec in sorted(state.parked.items())]
-
-
-def confirmed_rows(state: CursorState) -> list[dict[str, Any]] | None:
-    """Confirmed hand-overs with their times ({"id", "at", ...}), when the state records them; None when
-    this state keeps no confirmation times (then a reader can only tell what it saw change)."""
-    recorded = getattr(state, "confirmed", None)
-    if recorded is None:
-        return None
-    if isinstance(recorded, dict):
-        items = sorted(recorded.items())
-        return [{"id": ident, **(at if isinstance(at, dict) else {"at": at})} for ident, at in items]
-    return list(recorded)
 
 
 def group_rows(persona: str, source: Any) -> list[dict[str, Any]]:

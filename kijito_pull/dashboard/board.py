@@ -6,9 +6,10 @@ directory (`directory`), this machine's cursor rows (`cursors`: core/overview.py
 (`groups`, `redis_failed`). Every change that alters what a page shows bumps `version` and wakes
 `wait_newer`; `text` is the snapshot as JSON, serialised once per change however many browsers read it.
 
-Three things no state file records are measured here, from what the board saw change since it started
-(each said so in the snapshot): a confirmation is a hand-over that left a cursor's pending list without
-being parked (unless the state records confirmation times: core/overview.confirmed_rows); the wake
+Confirmations come from the confirmation log beside each cursor (core/journey.py's `confirmed_since`,
+`confirmations`) where this tree has one; else from what the board saw change since it started: a
+hand-over that left a cursor's pending list without being parked. Two things no file records are
+measured here, from what the board saw change (each said so in the snapshot): the wake
 latency of a delivery is the time from the notify answer that announced a persona's new mail to this
 machine's state showing it handed over (the write time of the cursor file that shows the new pending
 entry or the moved cursor); the relay's lag is the time from that announcement to the persona's stream holding a newer
@@ -89,6 +90,7 @@ class Board:
         self._wakes: collections.deque = collections.deque(maxlen=KEEP_WAKES)
         self._confirmed: collections.deque = collections.deque()
         self._recorded_confirmations = False
+        self._logged: list[dict[str, Any]] = []
         self._key: str | None = None
         self._publish()
 
@@ -143,6 +145,16 @@ class Board:
             self._rows = [r for r in rows if self._wanted(r.get("persona"))]
         self._publish()
 
+    def confirmations(self, rows: list[dict[str, Any]]) -> None:
+        """The confirmations this machine's confirmation logs record for the last hour (core/journey.py's
+        `confirmed_since` rows: persona, consumer, api_base, id, holder, at); from then on they, not what the
+        board saw change, are what the page shows."""
+        with self._lock:
+            self._recorded_confirmations = True
+            self._logged = [r for r in rows if r.get("api_base") == self.api_base and self._wanted(r.get("persona"))
+                            and (self.consumer is None or r.get("consumer") == self.consumer)]
+        self._publish()
+
     def groups(self, rows: list[dict[str, Any]], tops: dict[str, str]) -> None:
         """Each group's row (core/overview.group_rows) and each persona's stream top ("ms-seq")."""
         now = self.clock()
@@ -172,9 +184,7 @@ class Board:
         held_before = {i: p for p in before.get("pending") or [] if p["holder"] for i in p["ids"]}
         held_after = {i: p for p in after.get("pending") or [] if p["holder"] for i in p["ids"]}
         parked = {p["id"] for p in after.get("parked") or []}
-        if "confirmed" in after:
-            self._recorded_confirmations = True
-        else:
+        if not self._recorded_confirmations:
             for ident, p in held_before.items():
                 if ident not in held_after and ident not in parked and (after.get("cursor") or -1) >= ident:
                     self._confirmed.append({"persona": persona, "consumer": after["consumer"], "id": ident,
@@ -217,7 +227,7 @@ class Board:
                 by_persona[r["persona"]].append(r)
             personas = [self._persona(n, by_persona[n]) for n in names]
             personas.sort(key=lambda p: (not (p["unread"] or p["pending"] or p["parked"]), p["persona"].casefold()))
-            pending, parked, confirmed = [], [], []
+            pending, parked = [], []
             for r in rows:
                 for p in r.get("pending") or []:
                     harness, session = _holder_parts(p["holder"])
@@ -225,9 +235,10 @@ class Board:
                                     "harness": harness, "session": session, "ids": p["ids"], "since": p["since"],
                                     "handovers": p["handovers"]})
                 parked += [{"persona": r["persona"], "consumer": r["consumer"], **p} for p in r.get("parked") or []]
-                confirmed += [{"persona": r["persona"], "consumer": r["consumer"], **c}
-                              for c in r.get("confirmed") or [] if (epoch(c.get("at")) or 0) >= now - HOUR]
-            if not self._recorded_confirmations:
+            if self._recorded_confirmations:
+                confirmed = [{k: v for k, v in c.items() if k != "api_base"} for c in self._logged
+                             if (epoch(c.get("at")) or 0) >= now - HOUR]
+            else:
                 confirmed = list(self._confirmed)
             confirmed.sort(key=lambda c: c.get("at") or "", reverse=True)
             redis = None
@@ -241,7 +252,7 @@ class Board:
                 "version": self.version, "now": iso(now), "started": iso(self.started), "api_base": self.api_base,
                 "consumer": self.consumer, "kijito": dict(self._kijito), "personas": personas,
                 "cursors": rows, "other_cursors": len(others), "pending": pending, "parked": parked,
-                "confirmations": {"recorded": "state" if self._recorded_confirmations else "observed",
+                "confirmations": {"recorded": "log" if self._recorded_confirmations else "observed",
                                   "last_hour": len(confirmed), "rows": confirmed[:50]},
                 "wakes": {"measured": "from the notify answer announcing the mail to this machine's hand-over",
                           "rows": list(self._wakes)},

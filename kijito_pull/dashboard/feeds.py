@@ -5,9 +5,10 @@
   answers go to `Board.counts`, its failures to `Board.kijito_failed`. The persona directory is read at
   the start and then every `rediscover_every` seconds, as `watch` reads it.
 - This machine's cursors: the cursor directory is looked at every `scan_every` seconds (a stat of each
-  state file and its ack journal, no network), and a file that changed is read again through
-  core/overview.cursor_row, the reader behind `status --json`; every `full_every` seconds every file is
-  read again (a lock taken or freed changes no file).
+  state file, its ack journal and its confirmation log, no network), and a file that changed is read
+  again through core/overview.cursor_row, the reader behind `status --json`; every `full_every` seconds
+  every file is read again (a lock taken or freed changes no file). Where this tree has core/journey.py, a changed
+  confirmation log is read through its `confirmed_since` (the last hour) into `Board.confirmations`.
 - Redis, when a source is set: every `redis_every` seconds each persona's group rows
   (core/overview.group_rows) and its stream's newest entry, through the callables the command gives.
 
@@ -27,6 +28,11 @@ from kijito_pull.core.longpoll import LongPoll
 from kijito_pull.core.models import ApiError
 from kijito_pull.dashboard.board import Board
 from kijito_pull.watch.longpoll import Notifier
+
+try:  # the confirmation log beside each cursor, and its reader (the receipts work: core/journey.py)
+    from kijito_pull.core import journey
+except ImportError:  # a tree without it: the board tells confirmations from what it saw change
+    journey = None
 
 SCAN_EVERY = 0.25
 FULL_EVERY = 10.0
@@ -107,7 +113,7 @@ class Feeds:
 
     def scan(self, full: bool = False) -> bool:
         """Read again each cursor file that changed (every one when `full`); True when any row changed."""
-        changed = False
+        changed, logged = False, full
         found: set[Path] = set()
         try:
             entries = [e for e in os.scandir(self.cursor_dir) if e.name.endswith(".json")]
@@ -116,9 +122,11 @@ class Feeds:
         for entry in entries:
             path = Path(entry.path)
             found.add(path)
-            mark = (_mark(path), _mark(path.with_name(path.name + ".journal")))
+            mark = (_mark(path), _mark(path.with_name(path.name + ".journal")),
+                    _mark(path.with_name(path.name + ".confirmed")))
             if not full and self._seen.get(path) == mark:
                 continue
+            logged = logged or (self._seen.get(path) or (None,) * 3)[2] != mark[2]
             self._seen[path] = mark
             row = overview.cursor_row(path)
             if self._rows.get(path) != row:
@@ -128,8 +136,9 @@ class Feeds:
             del self._rows[gone]
             self._seen.pop(gone, None)
             changed = True
+        if logged and journey is not None:
+            self.board.confirmations(journey.confirmed_since(self.cursor_dir, time.time() - 3600))
         return changed
-
 
     def written(self) -> dict[str, float]:
         """Each cursor file's last write (its ack journal's, when later), in Unix time."""

@@ -112,7 +112,7 @@ def test_the_page_shows_the_rows_status_json_prints(sb, tmp_path):
     status = [json.loads(line) for line in cli("status", "--json").stdout.splitlines()]
     assert len(status) == 3
     with dashboard(sb.url, sb.token, tmp_path / "state") as dash:
-        snap = dash.wait(lambda s: len(s["cursors"]) == 3)
+        snap = dash.wait(lambda s: len(s["cursors"]) == 3 and s["kijito"]["state"] == "up")
         assert snap["cursors"] == status
         assert {p["persona"]: p["unread"] for p in snap["personas"]} == {"river": 1, "argus": 1}
     with dashboard(sb.url, sb.token, tmp_path / "state", "--persona", "argus", "--consumer", "script") as dash:
