@@ -176,7 +176,13 @@ def watch_run(sb: Sandbox, state: Path, personas: list[str], args: argparse.Name
             if time.monotonic() > deadline or watch.proc.poll() is not None:
                 raise SystemExit(f"watch did not arm every persona: {watch.stderr_lines[-3:]}")
             time.sleep(0.2)
-        time.sleep(2)  # its first pulls settle
+        quiet = time.monotonic()  # its first pulls settle: no inbox read for 5 s
+        seen = 0
+        while time.monotonic() - quiet < 5:
+            reads = sum(1 for r in sb.requests if r["path"] == "/api/inbox")
+            if reads != seen:
+                seen, quiet = reads, time.monotonic()
+            time.sleep(0.5)
         startup = by_path(sb.requests)
         sb.clear_requests()
         sent: list = []

@@ -190,7 +190,8 @@ class Board:
                     self._confirmed.append({"persona": persona, "consumer": after["consumer"], "id": ident,
                                             "holder": p["holder"], "at": iso(now)})
         fresh = [p for i, p in held_after.items() if i not in held_before]
-        moved = (after.get("cursor") or -1) > (before.get("cursor") or -1)
+        # the cursor passed mail that was never held here (a script's consumer took it), not a confirmation
+        moved = (after.get("cursor") or -1) > max([before.get("cursor") or -1, *held_before])
         if fresh or moved:
             handed = now  # the file's write: the state's own `since` has whole seconds only
             waiting = self._announced.get(persona)
@@ -272,13 +273,13 @@ class Board:
         with self._lock:
             snap = self.snapshot()
             same = {k: v for k, v in snap.items() if k not in ("version", "now")}
-            key = json.dumps(same, sort_keys=True, default=str)
+            key = json.dumps(same, default=str)  # serialised once: the text is this with version and time
             if key == self._key:
                 return
             self._key = key
             self.version += 1
-            snap["version"] = self.version
-            self.text = json.dumps(snap, default=str)
+            head = json.dumps({"version": self.version, "now": snap["now"]})
+            self.text = head[:-1] + ", " + key[1:]
         with self._changed:
             self._changed.notify_all()
 
