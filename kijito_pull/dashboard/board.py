@@ -52,6 +52,12 @@ def epoch(text: str | None) -> float | None:
     return when.timestamp()
 
 
+def _position(row: dict[str, Any]) -> int:
+    """A cursor row's position; below every id (ids start at 0) when it has none."""
+    cursor = row.get("cursor")
+    return -1 if cursor is None else cursor
+
+
 def _holder_parts(holder: str | None) -> tuple[str | None, str | None]:
     """("claude", "sess-1") of a holder key "claude:sess-1" (harness, session); (None, key) without a colon."""
     if holder is None:
@@ -186,12 +192,12 @@ class Board:
         parked = {p["id"] for p in after.get("parked") or []}
         if not self._recorded_confirmations:
             for ident, p in held_before.items():
-                if ident not in held_after and ident not in parked and (after.get("cursor") or -1) >= ident:
+                if ident not in held_after and ident not in parked and _position(after) >= ident:
                     self._confirmed.append({"persona": persona, "consumer": after["consumer"], "id": ident,
                                             "holder": p["holder"], "at": iso(now)})
         fresh = [p for i, p in held_after.items() if i not in held_before]
         # the cursor passed mail that was never held here (a script's consumer took it), not a confirmation
-        moved = (after.get("cursor") or -1) > max([before.get("cursor") or -1, *held_before])
+        moved = _position(after) > max([_position(before), *held_before])
         if fresh or moved:
             handed = now  # the file's write: the state's own `since` has whole seconds only
             waiting = self._announced.get(persona)
