@@ -104,7 +104,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             self._send(405, b"read-only: GET only\n", "text/plain; charset=utf-8")
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_TRACE = _refuse  # noqa: N815
 
     def _headers(self, code: int, kind: str, nonce: str | None = None) -> None:
         self.send_response(code)

@@ -67,7 +67,8 @@ def test_without_the_key_every_request_is_refused_and_with_it_nothing_carries_th
                 answer = requests.get(dash.base.rstrip("/") + path + query, timeout=5)
                 assert answer.status_code == 403, (path, query)
                 assert dash.key not in answer.text and TOKEN not in answer.text
-        assert requests.post(dash.at("/", key=False), timeout=5).status_code == 403
+        for method in ("POST", "PUT", "DELETE", "HEAD", "OPTIONS"):
+            assert requests.request(method, dash.at("/", key=False), timeout=5).status_code == 403, method
         assert requests.post(dash.at("/"), timeout=5).status_code == 405  # read-only, even with the key
 
         page = requests.get(dash.url, timeout=5)
