@@ -68,3 +68,21 @@ def test_kijito_down_keeps_the_last_counts_and_says_why():
     s = snap(board)
     assert s["kijito"]["state"] == "down" and "Connection refused" in s["kijito"]["error"]
     assert s["personas"][0]["unread"] == 3
+
+
+def test_relay_lag_runs_from_kijito_announcing_mail_to_the_stream_holding_it():
+    clock = Clock()
+    board = Board(BASE, source="redis://127.0.0.1:6379/0", clock=clock)
+    board.counts(counts(0), True)
+    board.groups([], {"river": "0-0"})
+    clock.now += 1
+    board.counts(counts(1), True)  # announced; not in the stream yet
+    clock.now += 3
+    board.groups([], {"river": f"{int((clock.now - 4) * 1000)}-0"})  # an older entry: still behind
+    [relay] = snap(board)["redis"]["relay"]
+    assert relay["behind_since"] is not None and relay["last_lag"] is None
+    board.groups([{"persona": "river", "source": "redis", "group": "ci", "lag": 1, "pending": 0, "holders": {}}],
+                 {"river": f"{int((clock.now - 2.5) * 1000)}-0"})  # appended 0.5 s after the announcement
+    [relay] = snap(board)["redis"]["relay"]
+    assert relay["behind_since"] is None and abs(relay["last_lag"] - 0.5) < 0.01
+    assert snap(board)["redis"]["groups"][0]["lag"] == 1

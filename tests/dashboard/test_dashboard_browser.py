@@ -72,3 +72,29 @@ def test_the_page_follows_mail_from_arrival_to_confirmation_and_says_when_kijito
         assert time.monotonic() - started <= 10.0
         assert browser.text(ROW) is not None  # this machine's state stays on the page
         assert TOKEN not in browser.html()
+
+
+def test_with_a_redis_source_the_page_shows_each_group_and_says_when_redis_is_down(sb, tmp_path):
+    from kijito_pull.core.models import Message
+    from kijito_pull.sources import redis_streams
+    from tests.clirunner import Cli
+    from tests.redisserver import RedisServer, binary
+
+    server = RedisServer(binary(), tmp_path / "redis").start()
+    try:
+        redis_streams.Appender(server.client(), "test").append(
+            PERSONA, Message(id=0, sender="loom", content="hi", created="2026-01-01T00:00:00Z", read=False))
+        cli = Cli(sb.url, sb.token, tmp_path / "state")
+        assert cli("--once", "--persona", PERSONA, "--source", server.url, "--consumer", "ci").code == 0
+        with dashboard(sb.url, sb.token, tmp_path / "state", "--source", server.url, "--persona", PERSONA) as dash, \
+                chromium() as browser:
+            browser.get(dash.url)
+            browser.wait_for("return document.querySelector('#groups tbody').textContent.includes('ci')")
+            assert not browser.script("return document.getElementById('redis-panel').hidden")
+            assert browser.text("#relay tbody").startswith(PERSONA)
+            server.stop()
+            browser.wait_for("const b = document.querySelector('#redis-down'); "
+                             "return b !== null && b.textContent.includes('Redis is unreachable')", timeout=10.0)
+            assert browser.script("return document.querySelector('#kijito-down') === null")  # Kijito is fine
+    finally:
+        server.stop()
