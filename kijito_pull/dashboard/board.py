@@ -97,6 +97,7 @@ class Board:
         self._confirmed: collections.deque = collections.deque()
         self._recorded_confirmations = False
         self._logged: list[dict[str, Any]] = []
+        self._problems: dict[str, str] = {}  # feed -> what went wrong in it (shown until it works again)
         self._key: str | None = None
         self._publish()
 
@@ -210,6 +211,17 @@ class Board:
                                         "seconds": round(max(0.0, handed - announced), 3),
                                         "how": "hand-over" if fresh else "cursor moved"})
 
+    def problem(self, feed: str, message: str | None) -> None:
+        """A feed that failed in a way no other input reports (None: it works again)."""
+        with self._lock:
+            if self._problems.get(feed) == message:
+                return
+            if message is None:
+                self._problems.pop(feed, None)
+            else:
+                self._problems[feed] = message
+        self._publish()
+
     def known(self) -> set[str]:
         """Every persona the board knows of: listed, with unread at Kijito, or with a cursor here."""
         with self._lock:
@@ -263,7 +275,7 @@ class Board:
                                   "last_hour": len(confirmed), "rows": confirmed[:50]},
                 "wakes": {"measured": "from the notify answer announcing the mail to this machine's hand-over",
                           "rows": list(self._wakes)},
-                "redis": redis,
+                "redis": redis, "problems": sorted(self._problems.values()),
             }
 
     def _persona(self, name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -7,12 +7,14 @@
 - This machine's cursors: the cursor directory is looked at every `scan_every` seconds (a stat of each
   state file, its ack journal and its confirmation log, no network), and a file that changed is read
   again through core/overview.cursor_row, the reader behind `status --json`; every `full_every` seconds
-  every file is read again (a lock taken or freed changes no file). Where this tree has core/journey.py, a changed
-  confirmation log is read through its `confirmed_since` (the last hour) into `Board.confirmations`.
+  every file is read again (a lock taken or freed changes no file). Where this tree has core/journey.py, a
+  changed confirmation log is read through its `confirmed_since` (the last hour) into `Board.confirmations`.
 - Redis, when a source is set: every `redis_every` seconds each persona's group rows
   (core/overview.group_rows) and its stream's newest entry, through the callables the command gives.
 
-`Feeds.start()` starts them; they stop when `stop` is set. Imports only core/, watch/ and the standard library.
+A feed that fails in a way its source's own errors do not cover says so on the page (`Board.problem`) and
+tries again at its next round. `Feeds.start()` starts them; they stop when `stop` is set. Imports only
+core/, watch/ and the standard library.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from kijito_pull.dashboard.board import Board
 from kijito_pull.watch.longpoll import Notifier
 
 try:  # the confirmation log beside each cursor, and its reader (the receipts work: core/journey.py)
-    from kijito_pull.core import journey
+    from kijito_pull.core.journey import confirmed_since
 except ImportError:  # a tree without it: the board tells confirmations from what it saw change
-    journey = None
+    confirmed_since = None
 
 SCAN_EVERY = 0.25
 FULL_EVERY = 10.0
@@ -79,7 +81,11 @@ class Feeds:
                 except ApiError:
                     next_directory = now + min(60.0, self.rediscover_every)  # the long-poll says Kijito is down
             if self.group_rows is not None:
-                self.redis_once()
+                try:
+                    self.redis_once()
+                    self.board.problem("redis", None)
+                except Exception as exc:  # noqa: BLE001 - the page says so and the next round tries again
+                    self.board.problem("redis", f"reading Redis failed: {exc}")
             self.stop.wait(self.redis_every if self.group_rows is not None else
                            max(1.0, next_directory - time.monotonic()))
 
@@ -107,8 +113,12 @@ class Feeds:
             full = now >= full_at
             if full:
                 full_at = now + self.full_every
-            if self.scan(full):
-                self.board.cursors([self._rows[p] for p in sorted(self._rows)], self.written())
+            try:
+                if self.scan(full):
+                    self.board.cursors([self._rows[p] for p in sorted(self._rows)], self.written())
+                self.board.problem("cursors", None)
+            except Exception as exc:  # noqa: BLE001 - the page says so and the next look tries again
+                self.board.problem("cursors", f"reading this machine's cursor files failed: {exc}")
             self.stop.wait(self.scan_every)
 
     def scan(self, full: bool = False) -> bool:
@@ -136,8 +146,8 @@ class Feeds:
             del self._rows[gone]
             self._seen.pop(gone, None)
             changed = True
-        if logged and journey is not None:
-            self.board.confirmations(journey.confirmed_since(self.cursor_dir, time.time() - 3600))
+        if logged and confirmed_since is not None:
+            self.board.confirmations(confirmed_since(self.cursor_dir, time.time() - 3600))
         return changed
 
     def written(self) -> dict[str, float]:

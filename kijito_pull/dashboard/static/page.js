@@ -62,6 +62,7 @@
       const b = el("div", "Redis is unreachable (" + r.source + "): " + (r.error || "no answer") +
         ". Group lag and pending are not current.", "banner"); b.id = "redis-down"; banners.push(b);
     }
+    for (const problem of snap.problems || []) banners.push(el("div", problem, "banner warn"));
     if (stream !== "live") banners.push(el("div", "The dashboard server is not answering (" + stream +
       "); showing the last data it sent.", "banner warn"));
     $("banners").replaceChildren(...banners);
