@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from kijito_pull.context import Context, Settings
-from kijito_pull.core import errors, metrics
+from kijito_pull.core import errors, metrics, overview
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.errors import SourceFailed
@@ -29,14 +29,13 @@ def _each_persona(settings: Settings, rows_of) -> list[dict[str, Any]]:  # noqa:
     with Context(settings) as ctx:
         for persona in settings.personas:
             with errors.about(persona):
-                rows += [{"persona": persona, "source": ctx.redis_source(persona).where, **row}
-                         for row in rows_of(ctx.redis_source(persona))]
+                rows += rows_of(persona, ctx.redis_source(persona))
     return rows
 
 
 def status(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
     """Each group of each persona's stream: lag (entries not yet read by the group), pending entries, holders."""
-    rows = _each_persona(settings, lambda source: source.lag())
+    rows = _each_persona(settings, overview.group_rows)  # the dashboard's rows too
     if args.consumer:
         rows = [r for r in rows if r["group"] == args.consumer]
     for row in rows:
@@ -55,9 +54,10 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
     """The group's parked mail (the dead-letter stream); `--retry ID` gives it back to that one group."""
     if args.retry is not None:
         return _retry(args, env, settings)
-    rows = _each_persona(settings, lambda source: [
-        {"consumer": f["group"], "id": int(f["kid"]), "since": f.get("since"), "attempts": int(f.get("attempts", 0)),
-         "reason": f.get("reason", ""), "retry": False} for f in source.parked(every_group=not args.consumer)])
+    rows = _each_persona(settings, lambda persona, source: [
+        {"persona": persona, "source": source.where, "consumer": f["group"], "id": int(f["kid"]),
+         "since": f.get("since"), "attempts": int(f.get("attempts", 0)), "reason": f.get("reason", ""),
+         "retry": False} for f in source.parked(every_group=not args.consumer)])
     for row in rows:
         if args.json:
             env.stdout.write(json.dumps(row) + "\n")
