@@ -18,7 +18,7 @@ TIMEOUT = 30.0
 
 
 def check_config(ctx: Context) -> Finding:
-    wired = [w for w in installer.wiring(ctx.environ, ctx.cwd) if w.installed]
+    wired = [w for w in installer.wiring(ctx.environ, ctx.cwd) if w.command is not None]  # any hook of ours
     if not wired:
         return Finding(CHECK, OK, "no kijito-pull hooks in Kimi Code CLI's config.toml; nothing to check")
     path = wired[0].path

@@ -120,8 +120,8 @@ def _settle_later(inp: HookInput, env: Environment) -> None:
 
     from kijito_pull.harnesses.session import pushwatch
 
-    log = lifecycle.sessions_dir(env.environ) / f"{inp.session_id}.settle.log"
     try:
+        log = lifecycle.sessions_dir(env.environ) / f"{inp.session_id}.settle.log"
         pushwatch.spawn(SETTLE, json.dumps(inp.data).encode(), env.environ, HOST_ENV, lifecycle.host_process(), log)
     except (OSError, lifecycle.LifecycleError) as exc:
         say(env.stderr, f"{inp.hook}: the settler could not be started ({exc}); the hand-over is confirmed by the "
@@ -132,4 +132,11 @@ def on_settle(inp: HookInput, env: Environment) -> int:
     """kimi-settle: confirm the session's hand-over from its record as soon as it shows it (bounded)."""
     from kijito_pull.harnesses.session import pushwatch
 
-    return handover.confirm_soon(inp, env, pushwatch.parse_host(env.environ.get(HOST_ENV)))
+    code = handover.confirm_soon(inp, env, pushwatch.parse_host(env.environ.get(HOST_ENV)))
+    log = lifecycle.sessions_dir(env.environ) / f"{inp.session_id}.settle.log"
+    try:
+        if log.stat().st_size == 0:
+            log.unlink()  # nothing to say: leave no file behind
+    except (OSError, lifecycle.LifecycleError):
+        pass
+    return code
