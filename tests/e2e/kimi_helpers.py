@@ -8,8 +8,10 @@ telemetry and the update check off, inside the harness network namespace (shared
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from tests.e2e import claude_helpers as ch
@@ -98,6 +100,31 @@ def settlers(tag: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def trust_folder(home: Path, folder: Path) -> None:
+    """Answer the TUI's folder-trust dialog in advance, as Kimi records the answer
+    (`workspace-trust/<its folder name for the path>`: `{"root", "trustedAt"}`, private)."""
+    from kijito_pull.harnesses.kimi.record import bucket
+
+    trust = home / ".kimi-code" / "workspace-trust"
+    trust.mkdir(parents=True, exist_ok=True, mode=0o700)
+    entry = trust / bucket(str(folder))
+    entry.write_text(json.dumps({"root": str(folder), "trustedAt": int(time.time() * 1000)}))
+    entry.chmod(0o600)
+
+
+def start_tui(harness: h.Harness, env: dict[str, str], cwd: Path) -> h.Tmux:
+    """The interactive Kimi under tmux (the folder trusted first); ready when it says "No session yet"."""
+    trust_folder(Path(env["HOME"]), cwd)
+    return h.Tmux(h.netns().wrap(harness.cmd()), env={**env, "TERM": "xterm-256color"}, cwd=cwd)
+
+
+def type_prompt(tui: h.Tmux, text: str) -> None:
+    """Type a prompt: the text, a pause, then Enter on its own (sent together, Kimi takes them as a paste)."""
+    tui.send_keys(text, literal=True)
+    time.sleep(0.6)
+    tui.send_keys("Enter")
 
 
 def wires(home: Path) -> list[Path]:

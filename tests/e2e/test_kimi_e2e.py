@@ -159,3 +159,40 @@ def test_install_uninstall_round_trip_is_byte_exact(
     assert config.read_bytes() == mine
     found = gm.doctor(env, project)
     assert found["kimi.config"]["verdict"] == "ok" and "nothing to check" in found["kimi.config"]["detail"]
+
+
+# -- the interactive TUI ----------------------------------------------------------------------------------------
+
+
+def test_tui_mail_goes_with_prompts_and_turn_ends_never_into_an_idle_session(
+        kimi_harness, fake_model, sandbox, env, project) -> None:
+    sandbox.send(ch.PERSONA, "loom", "MAIL-TUI-WAITING: the release is frozen")
+    sent: list[int] = []
+
+    def reply(request: dict) -> str:
+        if request["path"].endswith(km.STREAM_PATH) and not sent:
+            sent.append(sandbox.send(ch.PERSONA, "loom", "MAIL-TUI-MIDTURN: CI is green again"))
+        return "ok"
+
+    fake_model.reply = reply
+    with km.start_tui(kimi_harness, env, project) as tui:
+        assert tui.wait_for_screen("No session yet", timeout=60), tui.capture()
+        km.type_prompt(tui, "say hi from the tui")
+        first = fake_model.wait_for(lambda r: r["path"].endswith(km.STREAM_PATH) and "say hi from the tui"
+                                    in fake_model.text_of(r), timeout=40)
+        assert first is not None, tui.capture()
+        assert "MAIL-TUI-WAITING: the release is frozen" in fake_model.text_of(first)
+        again = fake_model.wait_for_text("MAIL-TUI-MIDTURN: CI is green again", timeout=30)
+        assert again is not None and again["path"].endswith(km.STREAM_PATH), tui.capture()
+        assert ch.wait_until(lambda: cx.pending(env, project) == [], 30), cx.pending(env, project)
+        # No route into the running session: mail sent while it is idle waits for the next prompt.
+        count = len(km.stream_requests(fake_model))
+        sandbox.send(ch.PERSONA, "loom", "MAIL-TUI-IDLE: read me next time")
+        assert not ch.wait_until(lambda: len(km.stream_requests(fake_model)) > count, 3)
+        km.type_prompt(tui, "anything new?")
+        nxt = fake_model.wait_for(lambda r: r["path"].endswith(km.STREAM_PATH) and "anything new?"
+                                  in fake_model.text_of(r), timeout=40)
+        assert nxt is not None and "MAIL-TUI-IDLE: read me next time" in fake_model.text_of(nxt), tui.capture()
+        for needle in ("MAIL-TUI-WAITING", "MAIL-TUI-MIDTURN", "MAIL-TUI-IDLE"):
+            assert _handed_times(fake_model, needle) == 1, needle
+        assert ch.wait_until(lambda: cx.pending(env, project) == [], 30), cx.pending(env, project)
