@@ -18,7 +18,7 @@
 The work is the shared hand-over (kijito_pull.harnesses.handover: one pull through the shared engine,
 pending with the session until its record shows it; the record and its rule: kimi/record.py), behind the
 same opt-in gate as every hook. "Nothing to do" is empty stdout: Kimi would hand any other stdout, `{}`
-included, to the model as a message. Our stderr lines at exit 0 are not shown to the user (Kimi logs them).
+included, to the model as a message. A hook's stderr at exit 0 is not shown (measured under `kimi -p`).
 """
 
 from __future__ import annotations

@@ -168,11 +168,14 @@ def test_doctor_names_the_fix(m):
     assert "Stop" in row["detail"] and "kijito-pull install kimi --user" in row["detail"], row
     kimi = m.home / "bin" / "kimi"
     kimi.parent.mkdir()
-    kimi.write_text('#!/bin/sh\necho "Kimi doctor found 1 issue."\necho\necho "ERROR config.toml  $3"\n'
-                    'echo "  Validation issues:"\necho \'    hooks[2].event: Invalid option\'\nexit 1\n')
+    kimi.write_text(f'#!/bin/sh\nenv > {m.home}/kimi-env\necho "Kimi doctor found 1 issue."\necho\n'
+                    'echo "ERROR config.toml  $3"\necho "  Validation issues:"\n'
+                    'echo \'    hooks[2].event: Invalid option\'\nexit 1\n')
     kimi.chmod(0o755)
     m.environ["PATH"] = f"{kimi.parent}{os.pathsep}{m.environ['PATH']}"
+    m.environ["KIJITOMON_TOKEN"] = "kimi-doctor-secret-3f9"
     check = m.doctor()["kimi.config"]
+    assert "kimi-doctor-secret-3f9" not in (m.home / "kimi-env").read_text()  # the token stays ours
     assert check["verdict"] == "fail" and "hooks[2].event: Invalid option" in check["detail"], check
     assert "kijito-pull install kimi --user" in check["fix"]
 
