@@ -62,8 +62,8 @@ class Transcript:
         self.path = path
         #: None: every line but Claude Code's queue records shows the model what it holds; else the lines that do
         self.counts = counts
-        #: how far this reader got (the hooks and the session's pusher each keep their own)
         self._paths, self._session_id = paths, session_id
+        #: how far this reader got (the hooks and the session's pusher each keep their own)
         self._offset_file = paths.sessions_dir / f"{session_id}.{reader}"
         #: exists while this session may hold hand-overs (session/lifecycle.handed_marker names the same file)
         self.handed_marker = paths.sessions_dir / f"{session_id}.handed"
