@@ -160,6 +160,13 @@ def test_install_uninstall_round_trip_is_byte_exact(
     found = gm.doctor(env, project)
     assert found["kimi.config"]["verdict"] == "ok" and "nothing to check" in found["kimi.config"]["detail"]
 
+    # A config.toml Kimi itself rejects (here: a hook of ours on an event Kimi does not know) fails kimi.config,
+    # with Kimi's own words and the fix.
+    config.write_bytes(mine + b'\n[[hooks]]\nevent = "Stopp"\ncommand = "kijito-pull hook kimi-stop"\n')
+    check = gm.doctor(env, project)["kimi.config"]
+    assert check["verdict"] == "fail" and "hooks[1].event" in check["detail"], check
+    assert "kijito-pull install kimi --user" in check["fix"]
+
 
 # -- the interactive TUI ----------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Kimi Code CLI's own doctor check (`kimi.config`): does Kimi accept the config.toml that holds kijito-pull's
 hooks? Kimi validates the whole file when a session starts, and a file it rejects runs no hook; its own
-validator is `kimi doctor config FILE` (exit 0: valid, 1: the issues, one per line). When `wiring` finds
+validator is `kimi doctor config FILE` (exit 0: valid; 1: the issues on stderr, one per line). When `wiring` finds
 hooks of ours, this check asks it (a few seconds: one Kimi start) and fails with Kimi's first issue and the fix.
 Listed in `HARNESS.checks`.
 """
@@ -35,15 +35,16 @@ def check_config(ctx: Context) -> Finding:
     except (OSError, subprocess.SubprocessError) as exc:
         return Finding(CHECK, WARN, f"could not ask Kimi Code CLI about {path}: {exc}",
                        f"run `kimi doctor config {path}` by hand")
-    said = " ".join(done.stdout.split())
+    text = done.stdout + done.stderr  # Kimi reports the issues on stderr
+    said = " ".join(text.split())
     if done.returncode == 0:
         return Finding(CHECK, OK, f"Kimi Code CLI accepts {path}, which holds kijito-pull's hooks")
-    issues = [line.strip() for line in done.stdout.splitlines() if ":" in line and line.startswith("    ")]
+    issues = [line.strip() for line in text.splitlines() if ":" in line and line.startswith("    ")]
     if done.returncode == 1 and "Kimi doctor" in said:
-        first = issues[0] if issues else said[-300:]
+        first = issues[0][:200] if issues else said[-200:]
         return Finding(CHECK, FAIL, f"Kimi Code CLI rejects {path} ({first}): it starts no session with it, so no "
                                     f"hook runs and no mail reaches its sessions",
                        f"fix {path} (`kimi doctor config {path}` lists every issue), then run "
                        f"`kijito-pull install kimi --user` again")
-    return Finding(CHECK, WARN, f"`kimi doctor config` did not answer (exit {done.returncode}): "
-                                f"{(said or done.stderr.strip())[-300:]}", f"run `kimi doctor config {path}` by hand")
+    return Finding(CHECK, WARN, f"`kimi doctor config` did not answer (exit {done.returncode}): {said[-300:]}",
+                   f"run `kimi doctor config {path}` by hand")

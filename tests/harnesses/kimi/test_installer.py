@@ -170,7 +170,7 @@ def test_doctor_names_the_fix(m):
     kimi.parent.mkdir()
     kimi.write_text(f'#!/bin/sh\nenv > {m.home}/kimi-env\necho "Kimi doctor found 1 issue."\necho\n'
                     'echo "ERROR config.toml  $3"\necho "  Validation issues:"\n'
-                    'echo \'    hooks[2].event: Invalid option\'\nexit 1\n')
+                    'echo \'    hooks[2].event: Invalid option\' >&2\nexit 1\n')
     kimi.chmod(0o755)
     m.environ["PATH"] = f"{kimi.parent}{os.pathsep}{m.environ['PATH']}"
     m.environ["KIJITOMON_TOKEN"] = "kimi-doctor-secret-3f9"
