@@ -25,7 +25,10 @@ A Harness says:
   transcript we can read back), "session" (the harness session itself answers), or None;
   `holders`: the session's other holders of hand-overs besides its hooks (Claude Code's pusher, the
   Codex watcher), as (holder key prefix, transcript reader name) pairs: SessionEnd settles each of
-  them from where its own reader stopped (kijito_pull.harnesses.handover.session_end);
+  them from where its own reader stopped (kijito_pull.harnesses.handover.session_end); `record`: with
+  "transcript", a "module:function" reference to `record(data, paths, session_id)` that builds the
+  session's reader (a `transcript.Transcript` with the harness's own rule of what its record shows; None:
+  the plain `transcript.transcript_of`);
 - `installer`: the module with `install(request)` / `uninstall(request)` returning an
   `installkit.Outcome` (its `result` an `installkit.Result`; failures raise `installkit.InstallError`
   carrying an `ExitCode`), `wiring(environ, cwd)` (the read-only look `doctor` uses) and
@@ -135,7 +138,7 @@ class Harness:
     """One agent harness (see the module docstring for what each attribute means)."""
 
     __slots__ = ("name", "title", "executable", "hooks", "nothing", "mode", "session_env", "project_env", "early",
-                 "runtime", "confirmation", "holders", "installer", "install_help", "scopes", "project",
+                 "runtime", "confirmation", "holders", "record", "installer", "install_help", "scopes", "project",
                  "wiring_check", "checks")
 
     def __init__(self, name: str, title: str, *, installer: str, install_help: str,
@@ -143,7 +146,7 @@ class Harness:
                  mode: str | None = None, session_env: str | None = None, project_env: str | None = None,
                  early: str | None = None,
                  runtime: str | None = None, confirmation: str | None = None,
-                 holders: tuple[tuple[str, str], ...] = (),
+                 holders: tuple[tuple[str, str], ...] = (), record: str | None = None,
                  scopes: tuple[str, ...] = (USER, PROJECT), project: str = FOLDER,
                  wiring_check: str | None = None, checks: tuple[tuple[str, str], ...] = ()):
         for hook in hooks:
@@ -163,6 +166,7 @@ class Harness:
         self.runtime = runtime
         self.confirmation = confirmation
         self.holders = holders
+        self.record = record
         self.installer = installer
         self.install_help = install_help
         self.scopes = scopes
@@ -193,7 +197,7 @@ class Harness:
         refs = {f"hook {h.name}": self.handler(h) for h in self.hooks}
         refs.update({f"wants of {h.name}": h.wants for h in self.hooks if h.wants})
         for what, ref in (("mode", self.mode), ("early", self.early), ("runtime", self.runtime),
-                          ("wiring_check", self.wiring_check)):
+                          ("record", self.record), ("wiring_check", self.wiring_check)):
             if ref:
                 refs[what] = ref
         for attr in ("install", "uninstall", "wiring"):
