@@ -18,7 +18,7 @@ So the rule, resting on what the record shows:
    the hand-over answers a request that carried it (SessionStart context is in the system prompt of every
    request; a Stop block's reason is the last user message of the next one). Where the record stood at the
    hand-over is kept as the reader's offset (`handing_over`: the hook has the session waiting, so nothing
-   is written meanwhile), and only what was appended after it is read.
+   is written meanwhile; in a file of its own, `READER`), and only what was appended after it is read.
 
 A hand-over the record does not confirm so (Qwen killed before its next reply, a dropped answer) stays
 pending and is claimed back: when the session's process is gone, at its SessionEnd, or after the hand-over
@@ -36,6 +36,10 @@ from kijito_pull.harnesses.transcript import Transcript, transcript_of
 
 REPLY = '"type":"assistant"'  # a model reply's record, as Qwen writes it (compact JSON)
 REPLIED = -1  # the id the reply "marker" stands for in a scan (never a message id: those are 0 or more)
+#: The reader's own offset file (`sessions/<id>.qwen-record`): where the record stood at the last hand-over must
+#: outlive lifecycle.end_session, which drops the plain `.transcript` offset before SessionEnd settles (read
+#: from the start, a reply from before the hand-over would confirm it); `forget` removes it once settled.
+READER = "qwen-record"
 
 
 class QwenRecord(Transcript):
@@ -55,4 +59,4 @@ class QwenRecord(Transcript):
 def record_of(data: Mapping[str, object], paths: Paths, session_id: str) -> QwenRecord | None:
     """The hook input's chat record (Harness.record): the path Qwen names, read by Qwen's rule."""
     found = transcript_of(data, paths, session_id)
-    return None if found is None else QwenRecord(paths, session_id, found.path)
+    return None if found is None else QwenRecord(paths, session_id, found.path, reader=READER)
