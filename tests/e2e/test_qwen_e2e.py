@@ -10,6 +10,7 @@ while it runs, nothing pending and nothing unseen after, so the record confirmed
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -191,9 +192,10 @@ def test_project_install_and_uninstall_leave_the_project_as_it_was_and_doctor_na
 
 
 def test_tui_gets_mail_sent_before_the_first_prompt_as_its_context_confirmed_from_the_record(
-        qwen_harness, fake_model, sandbox, env, project, e2e_home) -> None:
+        qwen_harness, fake_model, sandbox, env, project, e2e_home, state) -> None:
     argv = h.netns().wrap(qwen_harness.cmd("--yolo"))
-    with h.Tmux(argv, env={**env, "TERM": "xterm-256color"}, cwd=project) as tui:
+    # As a headless session (no watcher, which would push the mail through the inbox before the prompt).
+    with h.Tmux(argv, env={**env, "TERM": "xterm-256color", "KIJITO_PULL_QWEN_MODE": "headless"}, cwd=project) as tui:
         assert tui.wait_for_screen("Type your message", timeout=40), tui.capture()
         sandbox.send(ch.PERSONA, "loom", "MAIL-TUI-PROMPT: the release is frozen")
         tui.type("say hi from the tui")
@@ -205,6 +207,7 @@ def test_tui_gets_mail_sent_before_the_first_prompt_as_its_context_confirmed_fro
         assert ch.wait_until(lambda: "MAIL-TUI-PROMPT" in _record_text(e2e_home), 20)  # the record shows it
         assert ch.wait_until(lambda: cx.pending(env, project) == [], 20), cx.pending(env, project)
         assert _handed_times(fake_model, "MAIL-TUI-PROMPT") == 1
+        assert not ch.hook_pids(state, "qwen-watch")
     assert "MAIL-TUI-PROMPT" not in _unseen(env, project)
 
 
@@ -221,3 +224,47 @@ def test_tui_quit_before_any_prompt_gives_the_session_start_mail_back(
         assert ch.wait_until(lambda: cx.pending(env, project) == [], 20), (cx.pending(env, project), tui.capture())
     assert not qw.chat_requests(fake_model)
     assert "MAIL-TUI-UNREAD" in _unseen(env, project)
+
+
+def test_tui_idle_session_is_woken_by_new_mail_within_2s_through_its_inbox_and_a_busy_one_at_the_turn_end(
+        qwen_harness, fake_model, sandbox, env, project, state, e2e_home) -> None:
+    argv = h.netns().wrap(qwen_harness.cmd("--yolo"))
+    with h.Tmux(argv, env={**env, "TERM": "xterm-256color"}, cwd=project) as tui:
+        assert tui.wait_for_screen("Type your message", timeout=40), tui.capture()
+        assert ch.wait_until(lambda: ch.hook_pids(state, "qwen-watch"), 20, step=0.2), (tui.capture(),
+                                                                                        cx.watch_logs(state))
+        tui.type("hello")
+        first = fake_model.wait_for(lambda r: r in qw.chat_requests(fake_model) and "hello" in fake_model.text_of(r),
+                                    timeout=30)
+        assert first is not None, tui.capture()
+        assert "session inbox" in qw.system_text(first)  # SessionStart told the model how mail comes
+        time.sleep(3)  # the turn is over: the session is idle
+        start = len(fake_model.requests)
+        sent = time.monotonic()
+        sandbox.send(ch.PERSONA, "loom", "MAIL-IDLE-WAKE: the release is frozen")
+        woke = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=20, start=start)
+        took = time.monotonic() - sent
+        assert woke is not None, (tui.capture(), cx.watch_logs(state))
+        assert took <= 2.0, f"the idle session was woken after {took:.2f} s"
+        assert "cross_session_message" in qw.last_user_text(woke)  # Qwen's envelope of an inbox message
+        assert fake_model.text_of(woke).count("MAIL-IDLE-WAKE: the release is frozen") == 1
+        assert ch.wait_until(lambda: cx.pending(env, project) == [], 30, step=0.5), cx.pending(env, project)
+        assert "MAIL-IDLE-WAKE" in _record_text(e2e_home)  # confirmed from the chat record
+        # busy: mail sent while the model answers a turn reaches the model after that turn, once
+        time.sleep(3)
+        during: list[int] = []
+
+        def slow(request: dict) -> str:
+            if "turn-busy" in fake_model.text_of(request) and not during:
+                during.append(sandbox.send(ch.PERSONA, "loom", "MAIL-BUSY: CI is green again"))
+                time.sleep(4)
+            return "ok"
+
+        fake_model.reply = slow
+        start = len(fake_model.requests)
+        tui.type("turn-busy")
+        busy = fake_model.wait_for_text("MAIL-BUSY", timeout=40, start=start)
+        assert during and busy is not None, (tui.capture(), cx.watch_logs(state))
+        assert ch.wait_until(lambda: cx.pending(env, project) == [], 30, step=0.5), cx.pending(env, project)
+        assert _handed_times(fake_model, "MAIL-BUSY: CI is green again") == 1
+    assert "MAIL-" not in _unseen(env, project)

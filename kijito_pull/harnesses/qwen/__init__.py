@@ -9,6 +9,8 @@ Qwen Code (a Gemini CLI fork, measured on 0.24.4: docs/qwen.md) reads Claude Cod
 waiting mail over as context (Qwen puts it in the system prompt of every request), UserPromptSubmit what
 arrived since as context for the prompt, and Stop what arrived during the turn by blocking the stop. What
 the model was given is confirmed from Qwen's chat record by its own rule (kijito_pull.harnesses.qwen.record).
+A TUI session also gets a watcher that pushes new mail through Qwen's session inbox
+(kijito_pull.harnesses.qwen.watcher).
 """
 
 from kijito_pull.harnesses.base import FOLDER, TRANSCRIPT, Harness, Hook
@@ -31,8 +33,12 @@ HARNESS = Harness(
              handler=f"{HOOKS}:on_stop"),
         Hook("qwen-session-end", "SessionEnd", "Qwen Code SessionEnd: settles the session's hand-overs",
              handler="kijito_pull.harnesses.handover:session_end"),
+        Hook("qwen-watch", "SessionStart", "the watcher qwen-session-start starts for a TUI session (not installed "
+                                           "as a hook): new mail\nthrough the session inbox",
+             handler=f"{HOOKS}:on_watch"),
     ),
     nothing="{}\n",
+    mode="kijito_pull.harnesses.qwen.session:detect_mode",  # a TUI registers its session (and inbox)
     session_env="QWEN_CODE_SESSION_ID",
     project_env="QWEN_PROJECT_DIR",
     early="kijito_pull.harnesses.session.ending:early",  # a never-handed SessionEnd ends in the gate
@@ -41,6 +47,7 @@ HARNESS = Harness(
     # qwen/record.py reads it by that rule.
     confirmation=TRANSCRIPT,
     record="kijito_pull.harnesses.qwen.record:record_of",
+    holders=(("qwen-push", "qwen-push"),),  # the session's watcher (qwen/watcher.py), its own record reader
     installer="kijito_pull.harnesses.qwen.installer",
     install_help="Qwen Code: SessionStart, UserPromptSubmit, Stop and SessionEnd hooks in settings.json",
     project=FOLDER,  # Qwen reads <the folder it is started in>/.qwen/settings.json

@@ -27,18 +27,10 @@ from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.installkit import PROJECT, USER, Outcome
 from kijito_pull.harnesses.qwen import HARNESS
+from kijito_pull.harnesses.qwen.session import qwen_dir
 from kijito_pull.harnesses.settingshooks import SettingsHooks
 
 __all__ = ["PROJECT", "USER", "add_arguments", "install", "qwen_dir", "settings_path", "uninstall", "wiring"]
-
-HOME_ENV = "QWEN_HOME"
-
-
-def qwen_dir(environ: Mapping[str, str]) -> Path:
-    """Qwen Code's own folder: `$QWEN_HOME` (an empty value is unset), else `~/.qwen`."""
-    raw = environ.get(HOME_ENV, "").strip()
-    return common.expand(raw, environ) if raw else common.home(environ) / ".qwen"
-
 
 def settings_path(scope: str, environ: Mapping[str, str], project: Path) -> Path:
     return qwen_dir(environ) / "settings.json" if scope == USER else project / ".qwen" / "settings.json"
@@ -57,7 +49,8 @@ def _trust_note(request: InstallRequest, outcome: Outcome) -> None:
 
 # Qwen writes `"$version": 4` into a settings file that lacks it (its settings migration, measured on 0.24.4), the
 # project file the install created too: uninstall still removes that file when nothing else is left in it.
-KIT = SettingsHooks(HARNESS, settings_path, timeout=15, timeouts={"SessionEnd": 5}, after=_trust_note,
+INSTALLED = ("qwen-session-start", "qwen-prompt", "qwen-stop", "qwen-session-end")  # qwen-watch is started by us
+KIT = SettingsHooks(HARNESS, settings_path, hooks=INSTALLED, timeout=15, timeouts={"SessionEnd": 5}, after=_trust_note,
                     already=_trust_note, theirs=("$version",))
 EVENTS = KIT.events  # Qwen event -> the hook of ours that answers it
 install, uninstall, wiring, add_arguments = KIT.install, KIT.uninstall, KIT.wiring, KIT.add_arguments

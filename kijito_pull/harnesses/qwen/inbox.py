@@ -1,0 +1,128 @@
+"""Qwen Code's session inbox: how a message from outside reaches a running TUI session (measured on 0.24.4,
+docs/qwen.md).
+
+Every interactive Qwen process registers itself in `<Qwen's folder>/sessions/<pid>.json` (0600, removed on
+exit; `kind: "tui"`; not written by `qwen -p`), naming its session id and its inbox, a Unix socket
+(`ipcPath`). An outside process connects, writes two NDJSON lines and closes: an `auth` line with a
+*controller token*, then a `user` frame addressed to the session. Qwen answers nothing; an idle TUI runs the
+message as a new turn (0.6 s), a busy one queues it to the turn's end; the chat record shows it as a user
+record holding the whole `<cross_session_message ...>` envelope, our `kijito-ref:` markers included.
+
+A controller token is minted once per Qwen folder with `qwen sessions controllers add --label kijito-pull
+--json` (shown once; Qwen keeps only its SHA-256 in `peer-controllers.json`). kijito-pull keeps the token in
+its own state folder (0600) and checks, before each use, that Qwen still lists its hash (a controller the
+user removed is minted again). The session's own `ipcToken` is not used: Qwen holds messages sent with it
+for the user to review.
+
+    find(environ, sid, pid)        the live session's inbox, from its registry record (qwen/session.py)
+    controller(environ, command)   the controller token (minted with `command` when there is none)
+    send(inbox, token, text)       one user message; None when the socket took it, else why not
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from kijito_pull.core.files import ensure_private_dir
+from kijito_pull.core.paths import Paths
+from kijito_pull.core.state import StateError
+from kijito_pull.harnesses.opencode.record import child_environ  # every Kijito setting left out
+from kijito_pull.harnesses.qwen.session import Inbox, find, qwen_dir, read_json, registry_dir
+
+LABEL = "kijito-pull"
+FROM_NAME = "kijito"
+MINT_TIMEOUT = 30.0
+SEND_TIMEOUT = 5.0
+
+
+# -- the controller token ----------------------------------------------------------------------------------
+
+
+def _token_file(environ: Mapping[str, str]) -> Path:
+    return Paths(environ).state_dir / "qwen-controller.json"
+
+
+def _listed(environ: Mapping[str, str], token: str) -> bool:
+    """Does Qwen still list this controller (its token's SHA-256 in peer-controllers.json)?"""
+    data = read_json(qwen_dir(environ) / "peer-controllers.json")
+    digest = hashlib.sha256(token.encode("utf-8")).hexdigest()
+    found = data.get("controllers") if isinstance(data, dict) else None
+    return any(isinstance(c, dict) and c.get("tokenHash") == digest for c in found or ())
+
+
+def _stored(environ: Mapping[str, str]) -> str | None:
+    data = read_json(_token_file(environ))
+    if not isinstance(data, dict) or data.get("qwen_dir") != str(qwen_dir(environ)):
+        return None
+    token = data.get("token")
+    return token if isinstance(token, str) and token.startswith("qpc_") else None
+
+
+def _store(environ: Mapping[str, str], token: str, ident: str) -> None:
+    path = _token_file(environ)
+    ensure_private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"qwen_dir": str(qwen_dir(environ)), "id": ident, "token": token}, handle)
+    os.replace(tmp, path)
+
+
+def controller(environ: Mapping[str, str], command: Sequence[str]) -> tuple[str | None, str | None]:
+    """(token, None), or (None, why not). A stored token Qwen still lists is used; else one is minted by
+    running `command` (the session's own Qwen) with `sessions controllers add`."""
+    token = _stored(environ)
+    if token is not None and _listed(environ, token):
+        return token, None
+    argv = [*command, "sessions", "controllers", "add", "--label", LABEL, "--json"]
+    try:
+        done = subprocess.run(argv, env=child_environ(environ), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=MINT_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"`qwen sessions controllers add` could not run ({type(exc).__name__})"
+    try:
+        made = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+    except (ValueError, IndexError):
+        made = None
+    token = made.get("token") if isinstance(made, dict) else None
+    if not isinstance(token, str) or not token.startswith("qpc_"):
+        return None, f"`qwen sessions controllers add` gave no token (exit {done.returncode})"
+    try:
+        _store(environ, token, str(made.get("id", "")))
+    except (OSError, StateError) as exc:
+        return None, f"the controller token could not be kept ({exc})"
+    return token, None
+
+
+# -- sending -------------------------------------------------------------------------------------------------
+
+
+def frames(inbox: Inbox, token: str, text: str) -> bytes:
+    auth = {"msgV": 1, "type": "auth", "token": token}
+    user = {"msgV": 1, "msgId": str(uuid.uuid4()), "type": "user", "fromName": FROM_NAME,
+            "toSessionId": inbox.session_id, "priority": "next", "message": {"role": "user", "content": text}}
+    return (json.dumps(auth) + "\n" + json.dumps(user) + "\n").encode("utf-8")
+
+
+def send(inbox: Inbox, token: str, text: str, timeout: float = SEND_TIMEOUT) -> str | None:
+    """Write one user message to the session's inbox: None when the socket took it, else why not (Qwen writes
+    nothing back; the chat record confirms it)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(inbox.path)
+            sock.sendall(frames(inbox, token, text))
+            sock.shutdown(socket.SHUT_WR)
+    except OSError as exc:
+        return f"the session inbox {inbox.path} refused the message ({exc.strerror or type(exc).__name__})"
+    return None
+
+
+__all__ = ["Inbox", "controller", "find", "frames", "registry_dir", "send"]
