@@ -268,3 +268,29 @@ def test_tui_idle_session_is_woken_by_new_mail_within_2s_through_its_inbox_and_a
         assert ch.wait_until(lambda: cx.pending(env, project) == [], 30, step=0.5), cx.pending(env, project)
         assert _handed_times(fake_model, "MAIL-BUSY: CI is green again") == 1
     assert "MAIL-" not in _unseen(env, project)
+
+
+@pytest.mark.parametrize("armed_first", [True, False], ids=["after-armed", "at-once"])
+def test_tui_clear_ends_the_old_watcher_and_the_new_session_gets_its_own(
+        qwen_harness, fake_model, sandbox, env, project, state, armed_first) -> None:
+    argv = h.netns().wrap(qwen_harness.cmd("--yolo"))
+    with h.Tmux(argv, env={**env, "TERM": "xterm-256color"}, cwd=project) as tui:
+        assert tui.wait_for_screen("Type your message", timeout=40), tui.capture()
+        assert ch.wait_until(lambda: len(ch.hook_pids(state, "qwen-watch")) == 1, 20, step=0.2), cx.watch_logs(state)
+        [old] = ch.hook_pids(state, "qwen-watch")
+        # at once: /clear may come before the old watcher holds its lease, so SessionEnd cannot end it; it ends
+        # by itself when Qwen's registry names the new session
+        if armed_first:
+            assert ch.wait_until(lambda: "armed" in cx.watch_logs(state), 20, step=0.2), cx.watch_logs(state)
+        tui.type("/clear")
+        # SessionEnd ends the old session's watcher; SessionStart (source "clear", a new session id) arms one
+        assert ch.wait_until(lambda: ch.hook_pids(state, "qwen-watch") not in ([], [old]), 20, step=0.2), \
+            (tui.capture(), cx.watch_logs(state))
+        assert ch.wait_until(lambda: old not in ch.hook_pids(state, "qwen-watch"), 15, step=0.2), \
+            cx.watch_logs(state)
+        time.sleep(1)
+        start = len(fake_model.requests)
+        sandbox.send(ch.PERSONA, "loom", "MAIL-AFTER-CLEAR: a fresh session")
+        woke = fake_model.wait_for_text("MAIL-AFTER-CLEAR", timeout=20, start=start)
+        assert woke is not None, (tui.capture(), cx.watch_logs(state))
+        assert ch.wait_until(lambda: cx.pending(env, project) == [], 30, step=0.5), cx.pending(env, project)

@@ -7,7 +7,7 @@ Every interactive Qwen process registers itself in `<registry>/<pid>.json` (0600
 when that is set (Qwen's runtime output), else `<Qwen's folder>/sessions`, Qwen's folder being `$QWEN_HOME`
 (an empty value is unset) or `~/.qwen` (Qwen's settings reference, bundled with 0.24.4).
 
-    detect_mode(environ)      interactive when the hook's Qwen process registered this session as a TUI
+    detect_mode(environ)      interactive when the hook's Qwen process registered itself as a TUI
                               ($KIJITO_PULL_QWEN_MODE=interactive|headless overrides)
     find(environ, sid, pid)   the session's inbox (`Inbox`), from its registry record, or None
 """
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 HOME_ENV = "QWEN_HOME"
 RUNTIME_ENV = "QWEN_RUNTIME_DIR"
-SESSION_ENV = "QWEN_CODE_SESSION_ID"
 MODE_ENV = "KIJITO_PULL_QWEN_MODE"
 MAX_RECORD = 64 * 1024
 
@@ -74,20 +73,28 @@ class Inbox:
         self.pid = pid
 
 
-def find(environ: Mapping[str, str], session_id: str, pid: int) -> Inbox | None:
-    """The inbox of session `session_id` in Qwen process `pid`, when its record names one (a TUI's)."""
+def tui_record(environ: Mapping[str, str], pid: int) -> dict | None:
+    """The registry record of Qwen process `pid` when it is a TUI's with an inbox, else None."""
     record = read_json(registry_dir(environ) / f"{pid}.json")
-    if not isinstance(record, dict) or record.get("sessionId") != session_id or record.get("kind") != "tui":
+    if not isinstance(record, dict) or record.get("kind") != "tui" or record.get("pid") != pid:
         return None
     path = record.get("ipcPath")
-    if not isinstance(path, str) or not os.path.isabs(path) or record.get("pid") != pid:
+    return record if isinstance(path, str) and os.path.isabs(path) else None
+
+
+def find(environ: Mapping[str, str], session_id: str, pid: int) -> Inbox | None:
+    """The inbox of session `session_id` in Qwen process `pid`, when its record names one (a TUI's; after
+    `/clear` the record names the new session)."""
+    record = tui_record(environ, pid)
+    if record is None or record.get("sessionId") != session_id:
         return None
-    return Inbox(path, session_id, pid)
+    return Inbox(record["ipcPath"], session_id, pid)
 
 
 def detect_mode(environ: Mapping[str, str]) -> tuple[str, str | None]:
     """(interactive | headless, a note about an ignored setting or None): interactive when the Qwen process
-    running this hook registered the session as a TUI."""
+    running this hook registered itself as a TUI (whichever session its record names yet: at `/clear` the
+    new session's SessionStart may come before the record names it; the watcher waits for that)."""
     raw = environ.get(MODE_ENV, "").strip().lower()
     if raw in ("interactive", "headless"):
         return raw, None
@@ -95,6 +102,5 @@ def detect_mode(environ: Mapping[str, str]) -> tuple[str, str | None]:
     from kijito_pull.harnesses.session import lifecycle
 
     host = lifecycle.host_process()
-    sid = environ.get(SESSION_ENV, "")
-    tui = host is not None and bool(sid) and find(environ, sid, host.pid) is not None
+    tui = host is not None and tui_record(environ, host.pid) is not None
     return ("interactive" if tui else "headless"), note

@@ -10,6 +10,8 @@ kijito_pull.harnesses.qwen.inbox; `qwen -p` registers none) as `kijito-pull hook
 - sends with a controller token (inbox.controller), so Qwen delivers the message without holding it for
   review: an idle TUI runs it as a new turn at once, a busy one after the current turn (Qwen queues inbox
   messages to the turn's end whatever their priority, so there is no interrupting a turn this way);
+- ends, besides the shared reasons, when Qwen's registry stops naming its session (`/clear` starts a new
+  session in the same process);
 - confirms it from the session's chat record (harnesses/transcript.py, its own reader `qwen-push`): Qwen
   records a pushed message as a user record holding our markers. Only then does the cursor move past it and
   the next batch go out.
@@ -82,6 +84,15 @@ class Watcher(pushwatch.PushWatcher):
 
     def push(self, text: str, shown: Sequence[Message]) -> str | None:
         return inbox.send(self.way_in, self.token, text)
+
+    def should_end(self) -> str | None:
+        """Also when Qwen's registry no longer names this session: after `/clear` the process goes on with a
+        new session (whose own watcher takes over), and the SessionEnd of this one may have come before this
+        watcher held its lease."""
+        why = super().should_end()
+        if why is None and inbox.find(self.environ, self.sid, self.way_in.pid) is None:
+            return "Qwen's registry no longer names this session (cleared, or Qwen is ending)"
+        return why
 
 
 def run(inp: HookInput, env: Any) -> int:

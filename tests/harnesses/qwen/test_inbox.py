@@ -64,6 +64,11 @@ def test_mode_is_interactive_only_for_a_registered_tui_session(environ, tmp_path
     assert host is not None
     register(environ, host.pid, str(tmp_path / "x.sock"))
     assert session.detect_mode(environ) == ("interactive", None)
+    register(environ, host.pid, str(tmp_path / "x.sock"), sessionId="the-session-before-clear")
+    assert session.detect_mode(environ) == ("interactive", None)  # /clear: the record names the new one later
+    register(environ, host.pid, str(tmp_path / "x.sock"), kind="serve")
+    assert session.detect_mode(environ) == ("headless", None)
+    register(environ, host.pid, str(tmp_path / "x.sock"))
     assert session.detect_mode({**environ, "KIJITO_PULL_QWEN_MODE": "headless"}) == ("headless", None)
     mode, note = session.detect_mode({**environ, "KIJITO_PULL_QWEN_MODE": "tui"})
     assert mode == "interactive" and "ignoring KIJITO_PULL_QWEN_MODE" in note
@@ -111,12 +116,14 @@ def test_the_controller_token_is_minted_once_kept_private_and_minted_again_when_
     token, problem = inbox.controller(environ, command)
     assert token == "qpc_" + "1" * 64 and problem is None
     [call] = [json.loads(line) for line in (tmp_path / "mint.log").read_text().splitlines()]
-    assert call["argv"] == ["sessions", "controllers", "add", "--label", "kijito-pull", "--json"]
+    name = inbox.label(environ)
+    assert name.startswith("kijito-pull-") and len(name) == len("kijito-pull-") + 8
+    assert call["argv"] == ["sessions", "controllers", "add", "--label", name, "--json"]
     assert "KIJITOMON_TOKEN" not in call["env"]  # Qwen gets no Kijito setting
     kept = Path(environ["KIJITO_PULL_STATE_DIR"]) / "qwen-controller.json"
     assert kept.stat().st_mode & 0o777 == 0o600
     # Qwen lists its hash (as `qwen sessions controllers add` records it): used again, nothing minted.
-    listed = {"schemaVersion": 1, "controllers": [{"id": "c_1", "label": "kijito-pull", "createdAt": 1,
+    listed = {"schemaVersion": 1, "controllers": [{"id": "c_1", "label": name, "createdAt": 1,
                                                    "tokenHash": hashlib.sha256(token.encode()).hexdigest()}]}
     (Path(environ["HOME"]) / ".qwen" / "peer-controllers.json").write_text(json.dumps(listed))
     assert inbox.controller(environ, ["false"]) == (token, None)
@@ -124,4 +131,15 @@ def test_the_controller_token_is_minted_once_kept_private_and_minted_again_when_
     (Path(environ["HOME"]) / ".qwen" / "peer-controllers.json").write_text(json.dumps({"controllers": []}))
     assert inbox.controller(environ, command) == (token, None)
     assert len((tmp_path / "mint.log").read_text().splitlines()) == 2
-    assert inbox.controller(environ, ["false"])[0] is None  # a Qwen that cannot mint: no token, said why
+    # Our state folder was wiped while Qwen still lists our label: that controller is revoked, then minted again
+    # (Qwen refuses a second controller of the same label).
+    kept.unlink()
+    listed["controllers"][0]["id"] = "c_old"
+    (Path(environ["HOME"]) / ".qwen" / "peer-controllers.json").write_text(json.dumps(listed))
+    assert inbox.controller(environ, command) == (token, None)
+    calls = [json.loads(line)["argv"] for line in (tmp_path / "mint.log").read_text().splitlines()]
+    assert calls[-2:] == [["sessions", "controllers", "remove", "c_old"],
+                          ["sessions", "controllers", "add", "--label", name, "--json"]]
+    (Path(environ["HOME"]) / ".qwen" / "peer-controllers.json").write_text(json.dumps({"controllers": []}))
+    token, problem = inbox.controller(environ, ["false"])  # a Qwen that cannot mint: no token, and why
+    assert token is None and "gave no token" in problem
