@@ -22,13 +22,13 @@ A Harness says:
   each `Hook` names its `handler(inp, env) -> int`, the work it does (`runtime`: one function for
   every hook that names none);
 - `confirmation`: where a hand-over can later be confirmed: "transcript" (the harness keeps a
-  transcript we can read back), "session" (the harness session itself answers), or None;
+  transcript we can read back), "session" (the harness session itself answers), or None; `record`:
+  for a harness whose hook input names no transcript, or whose record is read by a rule of its own (Qwen
+  Code's), `record(data, paths, session_id)`, the `transcript.Transcript` it keeps (or None), found its own
+  way (None: the input's `transcript_path`, read for markers);
   `holders`: the session's other holders of hand-overs besides its hooks (Claude Code's pusher, the
   Codex watcher), as (holder key prefix, transcript reader name) pairs: SessionEnd settles each of
-  them from where its own reader stopped (kijito_pull.harnesses.handover.session_end); `record`: with
-  "transcript", a "module:function" reference to `record(data, paths, session_id)` that builds the
-  session's reader (a `transcript.Transcript` with the harness's own rule of what its record shows; None:
-  the plain `transcript.transcript_of`);
+  them from where its own reader stopped (kijito_pull.harnesses.handover.session_end);
 - `installer`: the module with `install(request)` / `uninstall(request)` returning an
   `installkit.Outcome` (its `result` an `installkit.Result`; failures raise `installkit.InstallError`
   carrying an `ExitCode`), `wiring(environ, cwd)` (the read-only look `doctor` uses) and
@@ -138,15 +138,15 @@ class Harness:
     """One agent harness (see the module docstring for what each attribute means)."""
 
     __slots__ = ("name", "title", "executable", "hooks", "nothing", "mode", "session_env", "project_env", "early",
-                 "runtime", "confirmation", "holders", "record", "installer", "install_help", "scopes", "project",
+                 "runtime", "confirmation", "record", "holders", "installer", "install_help", "scopes", "project",
                  "wiring_check", "checks")
 
     def __init__(self, name: str, title: str, *, installer: str, install_help: str,
                  executable: str | None = None, hooks: tuple[Hook, ...] = (), nothing: str = "",
                  mode: str | None = None, session_env: str | None = None, project_env: str | None = None,
                  early: str | None = None,
-                 runtime: str | None = None, confirmation: str | None = None,
-                 holders: tuple[tuple[str, str], ...] = (), record: str | None = None,
+                 runtime: str | None = None, confirmation: str | None = None, record: str | None = None,
+                 holders: tuple[tuple[str, str], ...] = (),
                  scopes: tuple[str, ...] = (USER, PROJECT), project: str = FOLDER,
                  wiring_check: str | None = None, checks: tuple[tuple[str, str], ...] = ()):
         for hook in hooks:
@@ -165,8 +165,8 @@ class Harness:
         self.early = early
         self.runtime = runtime
         self.confirmation = confirmation
-        self.holders = holders
         self.record = record
+        self.holders = holders
         self.installer = installer
         self.install_help = install_help
         self.scopes = scopes
