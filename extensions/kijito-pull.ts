@@ -40,6 +40,8 @@
 
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { execFile, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 
 // ---------------------------------------------------------------------------------------------
 // Settings
@@ -183,10 +185,24 @@ export interface Deps {
 // Pure helpers
 // ---------------------------------------------------------------------------------------------
 
-/** The CLI to run: $KIJITO_PULL_BIN when set, else `kijito-pull` from PATH. */
-export function resolveBin(env: Record<string, string | undefined>): string {
+/**
+ * The launcher shipped in this package (bin/kijito-pull-launch: kijito-pull from PATH if its version fits,
+ * else `uvx --from kijito-pull==<version>`, else one line saying how to install it), or null without it.
+ */
+export function shippedLauncher(): string | null {
+  try {
+    const file = fileURLToPath(new URL("../bin/kijito-pull-launch", import.meta.url));
+    return existsSync(file) ? file : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The CLI to run: $KIJITO_PULL_BIN when set, else the package's launcher, else `kijito-pull` from PATH. */
+export function resolveBin(env: Record<string, string | undefined>,
+                           launcher: string | null = shippedLauncher()): string {
   const given = (env[BIN_ENV] || "").trim();
-  return given || "kijito-pull";
+  return given || launcher || "kijito-pull";
 }
 
 /**

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kijito_pull import __version__
 from kijito_pull.cli.main import main
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import installkit as common
@@ -494,18 +495,30 @@ def test_claude_uninstall_keeps_the_marketplace_while_another_scope_uses_it(m):
     assert user and user[0].installed
 
 
-def test_claude_wiring_reports_a_missing_command_and_plugin_dir(m):
+def test_claude_wiring_says_how_the_hooks_find_kijito_pull(m):
     m.fake("claude", FAKE_CLAUDE)
     assert m.run("install", "claude", "--user")[0] == 0
     rows = wiring("claude", m.environ, str(m.project))
     (row,) = [r for r in rows if r.scope == "user"]
     assert isinstance(row, Wiring) and row.installed
-    assert row.command == "kijito-pull" and row.command_exists is False  # not on this PATH
-    assert "not on this PATH" in row.detail
+    # The installed launcher tries the installing kijito-pull first (this test's own).
+    assert row.command == common.this_command()[0] and row.command_exists is True
+    assert "the kijito-pull that installed them" in row.detail
+    # The launcher as a marketplace ships it (no installing command): PATH, then uvx, else nothing.
+    launcher = claude_inst.plugin_dir(m.environ) / plugin_files.LAUNCHER
+    launcher.write_bytes(plugin_files.launcher().read_bytes())
+    (row,) = [r for r in wiring("claude", m.environ, str(m.project)) if r.scope == "user"]
+    assert row.command == "kijito-pull" and row.command_exists is False  # neither on this PATH
+    assert "neither kijito-pull nor uv is on this PATH" in row.detail and str(launcher) in row.detail
+    uvx = m.fake("uvx", "")
+    (row,) = [r for r in wiring("claude", m.environ, str(m.project)) if r.scope == "user"]
+    assert row.command_exists is True and f"uvx --from kijito-pull=={__version__}" in row.detail
+    uvx.unlink()
     (m.bin / "kijito-pull").write_text("#!/bin/sh\n")
     (m.bin / "kijito-pull").chmod(0o755)
     (row,) = [r for r in wiring("claude", m.environ, str(m.project)) if r.scope == "user"]
     assert row.command == str(m.bin / "kijito-pull") and row.command_exists is True
+    assert "kijito-pull on PATH" in row.detail
 
 
 # -- pi (a fake `pi` that edits settings as pi does) -----------------------------------------------------------
@@ -768,7 +781,7 @@ def test_claude_install_with_source_writes_it_into_every_hook_command_and_a_plai
     plugin = common.data_dir(m.environ) / "claude-plugin"
     hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())
     commands = [h["command"] for groups in hooks["hooks"].values() for g in groups for h in g["hooks"]]
-    assert commands and all(c.startswith("kijito-pull hook claude-")
+    assert commands and all(c.startswith('"${CLAUDE_PLUGIN_ROOT}/bin/kijito-pull-launch" hook claude-')
                             and c.endswith(" --source redis://10.0.0.5:6379/0 --consumer ci") for c in commands)
     # Installed again without them: the plugin's own hooks.json again (Claude Code told to update it).
     code, _out, err = m.run("install", "claude", "--project")

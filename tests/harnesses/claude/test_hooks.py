@@ -643,7 +643,9 @@ def test_plugin_files_call_only_known_hooks():
         for group in groups:
             for hook in group["hooks"]:
                 words = hook["command"].split()
-                assert words[:2] == ["kijito-pull", "hook"] and words[2] in claude_gate.HOOKS and len(words) == 3
+                # through the plugin's launcher (bin/kijito-pull-launch: PATH's kijito-pull if it fits, else uvx)
+                assert words[:2] == ['"${CLAUDE_PLUGIN_ROOT}/bin/kijito-pull-launch"', "hook"]
+                assert words[2] in claude_gate.HOOKS and len(words) == 3
                 assert hook["timeout"] * 1000 < 2**31 - 1  # Node's timer limit
                 if words[2] == "claude-waker":
                     wakers += 1
