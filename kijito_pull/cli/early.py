@@ -22,8 +22,10 @@ with one line and status 0, until the command installs its own handler (first th
 import signal
 import sys
 
-from kijito_pull.harnesses import hookgate  # standard library only, and first: a hook gets nothing else
-from kijito_pull.harnesses import launcher
+from kijito_pull.harnesses import (
+    hookgate,  # standard library only, and first: a hook gets nothing else
+    launcher,
+)
 
 launcher.reroute(sys.argv)  # started by a plugin's launcher this version does not fit: back to it (exec)
 

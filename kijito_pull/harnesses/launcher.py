@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 MARKER = "kijito-pull-launch"
 WANT, LAUNCHER, SKIP_PATH = "KIJITO_PULL_WANT", "KIJITO_PULL_LAUNCHER", "KIJITO_PULL_SKIP_PATH"

@@ -43,9 +43,8 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installflow as flow
-from kijito_pull.harnesses import plugin_files
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses import sourceflags
+from kijito_pull.harnesses import plugin_files, sourceflags
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
 from kijito_pull.harnesses.launcher import MARKER
 
