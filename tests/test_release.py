@@ -24,6 +24,8 @@ import pytest
 
 from kijito_pull import __version__
 from kijito_pull.harnesses import plugin_files
+from tests.wheelindex import uv_env as wheelindex_uv_env
+from tests.wheelindex import uv_folder, wheel_index
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "scripts" / "build-release"
@@ -80,14 +82,8 @@ def release(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def index(release, tmp_path_factory) -> Path:
     """A folder of wheels standing in for PyPI: this build's wheel and every dependency's (with [redis])."""
-    folder = tmp_path_factory.mktemp("index")
     (wheel,) = release.glob("kijito_pull-*.whl")
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                           "--only-binary=:all:", "--dest", str(folder), f"{wheel}[redis]"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    shutil.copy2(wheel, folder / wheel.name)
-    return folder
+    return wheel_index(wheel, tmp_path_factory.mktemp("index"))
 
 
 def test_the_release_is_an_sdist_a_wheel_and_the_npm_package_with_their_sums(release):
@@ -99,9 +95,9 @@ def test_the_release_is_an_sdist_a_wheel_and_the_npm_package_with_their_sums(rel
         assert hashlib.sha256((release / name).read_bytes()).hexdigest() == digest
     # The wheel carries every plugin asset byte for byte, the launcher executable.
     with zipfile.ZipFile(release / f"kijito_pull-{__version__}-py3-none-any.whl") as zf:
-        for bundle, names in ((plugin_files.CLAUDE, plugin_files.CLAUDE_FILES), (plugin_files.PI, plugin_files.PI_FILES),
-                              (plugin_files.OPENCODE, plugin_files.OPENCODE_FILES),
-                              (plugin_files.COPILOT, plugin_files.COPILOT_FILES)):
+        pf = plugin_files
+        for bundle, names in ((pf.CLAUDE, pf.CLAUDE_FILES), (pf.PI, pf.PI_FILES), (pf.OPENCODE, pf.OPENCODE_FILES),
+                              (pf.COPILOT, pf.COPILOT_FILES)):
             for rel in names:
                 assert zf.read(f"kijito_pull/data/{bundle}/{rel}") == (REPO / rel).read_bytes()
         mode = zf.getinfo(f"kijito_pull/data/claude-plugin/{plugin_files.LAUNCHER}").external_attr >> 16
@@ -164,19 +160,11 @@ def test_the_wheel_installs_offline_and_its_first_commands_work(tmp_path, index,
 
 @pytest.fixture(scope="module")
 def uv_dir(tmp_path_factory) -> Path:
-    """A folder holding only uv and uvx (the test extra installs them beside this interpreter)."""
-    folder = tmp_path_factory.mktemp("uvbin")
-    for name in ("uv", "uvx"):
-        found = shutil.which(name, path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-        assert found, f"{name} is not installed (pip install -e .[test] installs it)"
-        (folder / name).symlink_to(found)
-    return folder
+    return uv_folder(tmp_path_factory.mktemp("uvbin"))
 
 
 def uv_env(tmp_path: Path, index: Path) -> dict[str, str]:
-    """uv offline, with the local index as its only source of packages."""
-    return {"UV_CACHE_DIR": str(tmp_path / "uvcache"), "UV_FIND_LINKS": str(index), "UV_OFFLINE": "1",
-            "UV_PYTHON": sys.executable, "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"}
+    return wheelindex_uv_env(index, tmp_path / "uvcache")
 
 
 def launch(env: dict[str, str], *argv: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
