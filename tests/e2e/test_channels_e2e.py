@@ -1,0 +1,130 @@
+"""kijito-pull installed through a harness's own plugin channel, from local artifacts only, with the pinned
+real binary, in a fresh HOME where `kijito-pull` is NOT on PATH.
+
+Claude Code: `claude plugin marketplace add <git URL of this repository>` then `claude plugin install
+kijito-pull@kijito-pull`. The repository is a bare clone of this checkout's committed HEAD, served by a
+smart-HTTP git server on the harnesses' loopback (tests/gitserver.py: Claude Code clones shallow, which
+dumb HTTP cannot serve, and refuses file:// and git://). The plugin's hooks start kijito-pull through its
+launcher, which finds no kijito-pull and runs `uvx --from kijito-pull==<version>` from a local wheel index
+(this checkout's wheel and its dependencies', UV_OFFLINE=1).
+
+- mail waiting at session start is in the first model request;
+- a project that has not opted in sends Kijito no request;
+- with neither kijito-pull nor uv on PATH, the session still runs and ends, and the launcher's one line
+  of advice reaches the user (`claude -p` prints a failed SessionEnd hook on stderr);
+- uninstalling through the channel (`plugin uninstall`, `marketplace remove`) leaves the user's settings
+  file as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kijito_pull import __version__
+from tests import gitserver, wheelindex
+from tests.e2e import claude_helpers as ch
+from tests.e2e import harness as h
+from tests.e2e import install_helpers as ih
+from tests.e2e.fakemodel import FakeModel
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SYSTEM_PATH = "/usr/bin:/bin"  # no kijito-pull here (nor this checkout's .venv)
+USER_SETTINGS = '{\n  "permissions": {"allow": ["Bash(git status)"]},\n  "theme": "dark"\n}\n'
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Path:
+    """This checkout's wheel and its dependencies', standing in for PyPI."""
+    root = tmp_path_factory.mktemp("index")
+    return wheelindex.wheel_index(ih.build_wheel(root / "dist"), root / "wheels")
+
+
+@pytest.fixture(scope="module")
+def uv_dir(tmp_path_factory) -> Path:
+    return wheelindex.uv_folder(tmp_path_factory.mktemp("uvbin"))
+
+
+@pytest.fixture
+def git_server(tmp_path: Path):
+    """This checkout's committed HEAD as kijito/kijito-pull.git on the harnesses' loopback."""
+    root = tmp_path / "git"
+    gitserver.bare_clone(REPO, root, "kijito/kijito-pull")
+    server = h.netns().call(lambda: gitserver.GitHttp(root).start())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def claude_path(harness: h.Harness, *more: Path) -> str:
+    return os.pathsep.join([str(Path(harness.argv[0]).parent), *map(str, more), SYSTEM_PATH])
+
+
+def install_from_marketplace(harness: h.Harness, home: Path, project: Path, url: str) -> None:
+    added = ch.claude_cli(harness, home, project, "plugin", "marketplace", "add", url, timeout=180)
+    assert added.returncode == 0, added.stdout + added.stderr
+    installed = ch.claude_cli(harness, home, project, "plugin", "install", "kijito-pull@kijito-pull", timeout=180)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+
+def test_claude_marketplace_from_a_git_url_without_kijito_pull_on_path(
+        git_server, index: Path, uv_dir: Path, fake_model: FakeModel, sandbox, e2e_home: Path,
+        tmp_path: Path) -> None:
+    harness = h.require_harness("claude2")
+    settings = e2e_home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(USER_SETTINGS)
+    project = ch.make_project(tmp_path)
+    install_from_marketplace(harness, e2e_home, project, f"{git_server.url}/kijito/kijito-pull.git")
+    assert any("git-upload-pack" in r for r in git_server.requests)
+    cached = e2e_home / ".claude" / "plugins" / "cache" / "kijito-pull" / "kijito-pull" / __version__
+    launcher = cached / "bin" / "kijito-pull-launch"
+    assert launcher.is_file() and os.access(launcher, os.X_OK), sorted(p.name for p in cached.glob("*"))
+
+    # Mail waiting at session start reaches the first model request, through uvx from the local index.
+    sandbox.send(ch.PERSONA, "loom", "MAIL-VIA-MARKETPLACE: the plugin found its program")
+    env = {**ch.hook_env(sandbox.url, tmp_path / "state"), "PATH": claude_path(harness, uv_dir),
+           **wheelindex.uv_env(index, tmp_path / "uvcache")}
+    result = h.run_claude_p(harness, "check in", base_url=fake_model.url, home=e2e_home, cwd=project, env=env,
+                            timeout=150)
+    assert result.returncode == 0, result.stderr[-3000:]
+    convo = ch.conversation_requests(fake_model, "check in")
+    assert convo and "MAIL-VIA-MARKETPLACE: the plugin found its program" in fake_model.text_of(convo[0]), \
+        result.stderr[-3000:]
+
+    # A project that has not opted in: no Kijito request at all.
+    plain = ch.make_project(tmp_path, opted_in=False, name="plain")
+    sandbox.clear_requests()
+    result = h.run_claude_p(harness, "plain project", base_url=fake_model.url, home=e2e_home, cwd=plain, env=env,
+                            timeout=150)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sandbox.requests == []
+
+    # Uninstall through the channel: the user's settings file as it was.
+    for argv in (("plugin", "uninstall", "kijito-pull@kijito-pull"), ("plugin", "marketplace", "remove", "kijito-pull")):
+        proc = ch.claude_cli(harness, e2e_home, project, *argv, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(settings.read_text()) == json.loads(USER_SETTINGS)
+    assert settings.read_text() == USER_SETTINGS
+
+
+def test_claude_marketplace_with_neither_kijito_pull_nor_uv_says_so_and_carries_on(
+        git_server, fake_model: FakeModel, sandbox, e2e_home: Path, tmp_path: Path) -> None:
+    harness = h.require_harness("claude2")
+    project = ch.make_project(tmp_path)
+    install_from_marketplace(harness, e2e_home, project, f"{git_server.url}/kijito/kijito-pull.git")
+    env = {**ch.hook_env(sandbox.url, tmp_path / "state"), "PATH": claude_path(harness)}
+    result = h.run_claude_p(harness, "no program", base_url=fake_model.url, home=e2e_home, cwd=project, env=env,
+                            timeout=90)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ch.conversation_requests(fake_model, "no program")  # the agent carried on
+    advice = f"kijito-pull {__version__} is not installed, so the Kijito inbox is off"
+    assert advice in result.stderr and f"uv tool install kijito-pull=={__version__}" in result.stderr, result.stderr
+    assert "not found" not in result.stderr  # the launcher's line, not the shell's
+    assert sandbox.requests == []
