@@ -107,7 +107,8 @@ def test_claude_marketplace_from_a_git_url_without_kijito_pull_on_path(
     assert sandbox.requests == []
 
     # Uninstall through the channel: the user's settings file as it was.
-    for argv in (("plugin", "uninstall", "kijito-pull@kijito-pull"), ("plugin", "marketplace", "remove", "kijito-pull")):
+    for argv in (("plugin", "uninstall", "kijito-pull@kijito-pull"),
+                 ("plugin", "marketplace", "remove", "kijito-pull")):
         proc = ch.claude_cli(harness, e2e_home, project, *argv, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     # Claude Code 2.1.332 itself leaves the two keys it added, emptied (and rewrites the file in its own
