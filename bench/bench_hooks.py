@@ -75,7 +75,7 @@ def time_hook(name: str, project: Path, env: dict[str, str], payload: dict, runs
 
 def bench_launcher(runs: int) -> list[tuple[str, list[float], list[float]]]:
     """(hook, direct wall times, through-the-launcher wall times) per not-opted-in hook, interleaved."""
-    launcher = REPO / "bin" / "kijito-pull-launch"
+    launcher = REPO / "plugins" / "claude" / "bin" / "kijito-pull-launch"
     direct_exe = ch.venv_bin() / "kijito-pull"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,7 +203,7 @@ def bench_busy(rounds: int, harness_name: str = "claude2") -> dict:
 
                 with FakeModel(reply, bind=h.netns().listen) as fm:
                     result = h.run_claude_p(harness, "keep busy", base_url=fm.url, home=root / f"home{i}",
-                                            cwd=project, plugin_dirs=[REPO], env=ch.hook_env(sb.url, state),
+                                            cwd=project, plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sb.url, state),
                                             extra_args=["--allowedTools", "Bash"], timeout=120)
                     if result.returncode != 0:
                         raise SystemExit(f"claude -p failed: {result.stderr[-2000:]}")
@@ -233,7 +233,7 @@ def bench_wake(wakes: int, harness_name: str = "claude") -> dict:
         project = ch.make_project(root)
         env = ch.hook_env(sb.url, state, KIJITO_PULL_MODE="interactive")
         send_env = {**os.environ, **env}
-        proc = h.start_claude_stream_json(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[REPO],
+        proc = h.start_claude_stream_json(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.PLUGIN],
                                           env=env)
         try:
             if not ch.wait_until(lambda: any((state / "cursors").glob("*.json")) and len(ch.waker_pids(state)) == 1,

@@ -190,12 +190,16 @@ export interface Deps {
  * else `uvx --from kijito-pull==<version>`, else one line saying how to install it), or null without it.
  */
 export function shippedLauncher(): string | null {
-  try {
-    const file = fileURLToPath(new URL("../bin/kijito-pull-launch", import.meta.url));
-    return existsSync(file) ? file : null;
-  } catch {
-    return null;
+  // bin/ in the package `kijito-pull install pi` keeps; plugins/claude/bin/ in the repository and its npm package
+  for (const rel of ["../bin/kijito-pull-launch", "../plugins/claude/bin/kijito-pull-launch"]) {
+    try {
+      const file = fileURLToPath(new URL(rel, import.meta.url));
+      if (existsSync(file)) return file;
+    } catch {
+      // not a file URL: no launcher
+    }
   }
+  return null;
 }
 
 /** The CLI to run: $KIJITO_PULL_BIN when set, else the package's launcher, else `kijito-pull` from PATH. */

@@ -30,8 +30,9 @@ from tests.wheelindex import uv_folder, wheel_index
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "scripts" / "build-release"
 SYSTEM_PATH = "/usr/bin:/bin"
-MANIFESTS = (".claude-plugin/plugin.json", ".claude-plugin/marketplace.json", "package.json",
-             "bin/kijito-pull-launch", "CHANGELOG.md")
+MANIFESTS = (".claude-plugin/marketplace.json", "plugins/claude/.claude-plugin/plugin.json",
+             "plugins/claude/.claude-plugin/marketplace.json", "plugins/claude/bin/kijito-pull-launch", "package.json",
+             "CHANGELOG.md")
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +100,8 @@ def test_the_release_is_an_sdist_a_wheel_and_the_npm_package_with_their_sums(rel
         for bundle, names in ((pf.CLAUDE, pf.CLAUDE_FILES), (pf.PI, pf.PI_FILES), (pf.OPENCODE, pf.OPENCODE_FILES),
                               (pf.COPILOT, pf.COPILOT_FILES)):
             for rel in names:
-                assert zf.read(f"kijito_pull/data/{bundle}/{rel}") == (REPO / rel).read_bytes()
+                where = REPO / pf.IN_REPOSITORY.get(bundle, "")
+                assert zf.read(f"kijito_pull/data/{bundle}/{rel}") == (where / rel).read_bytes()
         mode = zf.getinfo(f"kijito_pull/data/claude-plugin/{plugin_files.LAUNCHER}").external_attr >> 16
         assert mode & 0o111
         assert f"Version: {__version__}" in zf.read(f"kijito_pull-{__version__}.dist-info/METADATA").decode()

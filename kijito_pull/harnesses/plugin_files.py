@@ -35,16 +35,23 @@ class MissingPluginFiles(FileNotFoundError):
     """A plugin or extension file this installation should ship is not where it looks for it."""
 
 
+#: Where each bundle's files are in a checkout, when not at the repository root: the Claude Code plugin has a
+#: folder of its own, so that no other harness installing this repository finds its hooks.
+IN_REPOSITORY = {CLAUDE: "plugins/claude"}
+
+
 def _root(bundle: str, first: str) -> Path:
-    for base in (DATA / bundle, REPO_ROOT):
+    for base in (DATA / bundle, REPO_ROOT / IN_REPOSITORY.get(bundle, "")):
         if (base / first).is_file():
             return base
     raise MissingPluginFiles(f"the {bundle} files are missing from this installation of kijito-pull "
-                             f"(looked in {DATA / bundle} and {REPO_ROOT}); reinstall kijito-pull")
+                             f"(looked in {DATA / bundle} and {REPO_ROOT / IN_REPOSITORY.get(bundle, '')}); "
+                             f"reinstall kijito-pull")
 
 
 def bundle_root(bundle: str) -> Path:
-    """Where one bundle's files are: `kijito_pull/data/<bundle>` in a wheel, else the repository root."""
+    """Where one bundle's files are: `kijito_pull/data/<bundle>` in a wheel, else in the checkout (the
+    repository root, the Claude Code plugin's own folder plugins/claude/)."""
     first = {CLAUDE: CLAUDE_FILES[0], PI: PI_FILES[0], OPENCODE: OPENCODE_FILES[0], COPILOT: COPILOT_FILES[0]}[bundle]
     return _root(bundle, first)
 

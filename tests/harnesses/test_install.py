@@ -33,6 +33,7 @@ from kijito_pull.harnesses.installkit import Wiring
 from kijito_pull.harnesses.registry import wiring
 
 REPO = Path(__file__).resolve().parents[2]
+PLUGIN = REPO / "plugins" / "claude"  # the Claude Code plugin's own folder
 
 
 # -- the wheel ----------------------------------------------------------------------------------------------
@@ -61,7 +62,7 @@ def test_the_wheel_carries_the_plugin_the_extension_and_the_templates(wheel):
     assert "kijito_pull/harnesses/daemon/templates/com.kijito.pull.PERSONA.plist" in names
     # Byte for byte the repository's files (one copy to edit).
     with zipfile.ZipFile(wheel) as zf:
-        assert zf.read("kijito_pull/data/claude-plugin/hooks/hooks.json") == (REPO / "hooks/hooks.json").read_bytes()
+        assert zf.read("kijito_pull/data/claude-plugin/hooks/hooks.json") == (PLUGIN / "hooks/hooks.json").read_bytes()
         assert zf.read("kijito_pull/data/pi/extensions/kijito-pull.ts") == \
             (REPO / "extensions/kijito-pull.ts").read_bytes()
 
@@ -69,7 +70,7 @@ def test_the_wheel_carries_the_plugin_the_extension_and_the_templates(wheel):
 def test_plugin_files_are_found_in_a_checkout_and_in_package_data(tmp_path, monkeypatch):
     # This checkout: no kijito_pull/data, so the repository root.
     found = plugin_files.claude_plugin_files()
-    assert found[".claude-plugin/plugin.json"] == REPO / ".claude-plugin" / "plugin.json"
+    assert found[".claude-plugin/plugin.json"] == PLUGIN / ".claude-plugin" / "plugin.json"
     assert plugin_files.pi_extension() == REPO / "extensions" / "kijito-pull.ts"
     # A wheel's layout wins when it is there.
     data = tmp_path / "data"
@@ -402,7 +403,7 @@ def test_claude_project_round_trip_is_byte_for_byte(m):
     assert [c[1:] for c in m.calls()] == [
         ["plugin", "marketplace", "add", str(plugin), "--scope", "project"],
         ["plugin", "install", "kijito-pull@kijito-pull", "--scope", "project"]]
-    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (PLUGIN / "hooks" / "hooks.json").read_bytes()
     data = json.loads(path.read_text())
     assert data["enabledPlugins"] == {"other@x": True, "kijito-pull@kijito-pull": True}
     assert data["extraKnownMarketplaces"]["kijito-pull"]["source"] == {"source": "directory", "path": str(plugin)}
@@ -786,9 +787,9 @@ def test_claude_install_with_source_writes_it_into_every_hook_command_and_a_plai
     # Installed again without them: the plugin's own hooks.json again (Claude Code told to update it).
     code, _out, err = m.run("install", "claude", "--project")
     assert code == 0, err
-    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (PLUGIN / "hooks" / "hooks.json").read_bytes()
     assert m.calls()[-1][1:3] == ["plugin", "update"]
     # A password in the URL is refused before anything is written: exit 2, one line, the secret not echoed.
     code, out, err = m.run("install", "claude", "--project", "--source", "redis://:s3cret@10.0.0.5:6379/0")
     assert code == 2 and "s3cret" not in out + err and len(err.strip().splitlines()) == 1, err
-    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (PLUGIN / "hooks" / "hooks.json").read_bytes()
