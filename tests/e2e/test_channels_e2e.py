@@ -14,12 +14,16 @@ launcher, which finds no kijito-pull and runs `uvx --from kijito-pull==<version>
   of advice reaches the user (`claude -p` prints a failed SessionEnd hook on stderr);
 - uninstalling through the channel (`plugin uninstall`, `marketplace remove`) removes the plugin and leaves
   the user's settings as they were but for the two keys Claude Code added and leaves behind, emptied.
+
+Copilot CLI installing this repository directly (`copilot plugin install <git URL>`) finds no plugin at
+its root any more, so none of Claude's hooks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -133,3 +137,22 @@ def test_claude_marketplace_with_neither_kijito_pull_nor_uv_says_so_and_carries_
     assert advice in result.stderr and f"uv tool install kijito-pull=={__version__}" in result.stderr, result.stderr
     assert "not found" not in result.stderr  # the launcher's line, not the shell's
     assert sandbox.requests == []
+
+
+# -- the repository through another harness's channel: none of Claude's hooks ---------------------------------
+
+
+def test_copilot_installing_this_repository_directly_finds_no_claude_hooks(git_server, e2e_home: Path,
+                                                                          tmp_path: Path) -> None:
+    """Copilot CLI installs a repository whose root holds `.claude-plugin/plugin.json` and `hooks/hooks.json`
+    as its own plugin, Claude's hooks and all (measured at 6437a94: the claude-* handlers ran inside Copilot,
+    a 604,800 s async waker among them). The Claude plugin now has its own folder: nothing at the root."""
+    from tests.e2e import copilot_helpers as cp
+
+    harness = h.require_harness("copilot")
+    env = cp.copilot_env(harness, e2e_home, "http://127.0.0.1:9", "http://127.0.0.1:9", tmp_path / "state")
+    proc = subprocess.run(h.netns().wrap(harness.cmd("plugin", "install", f"{git_server.url}/kijito/kijito-pull.git")),
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert any("git-upload-pack" in r for r in git_server.requests)  # it did fetch the repository
+    assert proc.returncode != 0 and "No plugin.json found" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert not list((e2e_home / ".copilot").rglob("hooks.json"))
