@@ -156,3 +156,44 @@ def test_copilot_installing_this_repository_directly_finds_no_claude_hooks(git_s
     assert any("git-upload-pack" in r for r in git_server.requests)  # it did fetch the repository
     assert proc.returncode != 0 and "No plugin.json found" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert not list((e2e_home / ".copilot").rglob("hooks.json"))
+
+
+# -- Copilot CLI: its own marketplace (.github/plugin/marketplace.json) and plugin (plugins/copilot/) ---------
+
+
+def test_copilot_marketplace_from_a_git_url_without_kijito_pull_on_path(
+        git_server, index: Path, uv_dir: Path, fake_model: FakeModel, sandbox, e2e_home: Path,
+        tmp_path: Path) -> None:
+    from tests.e2e import copilot_helpers as cp
+
+    harness = h.require_harness("copilot")
+    state = tmp_path / "state"
+    env = cp.copilot_env(harness, e2e_home, fake_model.url, sandbox.url, state)
+    env.update({"PATH": os.pathsep.join([str(Path(harness.argv[0]).parent), str(uv_dir), SYSTEM_PATH]),
+                **wheelindex.uv_env(index, tmp_path / "uvcache")})
+    project = ch.make_project(tmp_path)
+    for argv in (("plugin", "marketplace", "add", f"{git_server.url}/kijito/kijito-pull.git"),
+                 ("plugin", "install", "kijito-pull@kijito-pull")):
+        proc = subprocess.run(h.netns().wrap(harness.cmd(*argv)), env=env, capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Copilot took its own plugin (.github/plugin/marketplace.json), not the Claude Code one.
+    installed = e2e_home / ".copilot" / "installed-plugins" / "kijito-pull" / "kijito-pull"
+    hooks = json.loads((installed / "hooks" / "hooks.json").read_text())["hooks"]
+    commands = [h_["command"] for groups in hooks.values() for g in groups for h_ in g["hooks"]]
+    assert commands and all(" hook copilot-" in c for c in commands), commands
+    assert os.access(installed / "bin" / "kijito-pull-launch", os.X_OK)
+
+    # Mail waiting at session start is in the first model request (kijito-pull through uvx, offline).
+    sandbox.send(ch.PERSONA, "loom", "MAIL-VIA-COPILOT-MARKETPLACE: the plugin found its program")
+    run = cp.run_p(harness, env, project, "summarize the task", timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    first = cp.model_requests(fake_model)[0]
+    assert "MAIL-VIA-COPILOT-MARKETPLACE" in fake_model.text_of(first), run.stderr[-3000:]
+
+    # A project that has not opted in: no Kijito request.
+    plain = ch.make_project(tmp_path / "other", opted_in=False)
+    sandbox.clear_requests()
+    run = cp.run_p(harness, env, plain, "hello", timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert sandbox.requests == []
