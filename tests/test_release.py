@@ -32,7 +32,8 @@ BUILD = REPO / "scripts" / "build-release"
 SYSTEM_PATH = "/usr/bin:/bin"
 MANIFESTS = (".claude-plugin/marketplace.json", "plugins/claude/.claude-plugin/plugin.json",
              "plugins/claude/.claude-plugin/marketplace.json", "plugins/claude/bin/kijito-pull-launch", "package.json",
-             "CHANGELOG.md")
+             ".github/plugin/marketplace.json", "plugins/copilot/.plugin/plugin.json", "CHANGELOG.md")
+COPIES = ("plugins/copilot/bin/kijito-pull-launch",)
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +54,7 @@ def test_every_manifest_carries_the_package_version():
 
 @pytest.mark.parametrize("rel", MANIFESTS)
 def test_a_planted_version_mismatch_fails_the_check(tmp_path, rel):
-    for name in (*MANIFESTS, "kijito_pull/__init__.py"):
+    for name in (*MANIFESTS, *COPIES, "kijito_pull/__init__.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, tmp_path / name)
     assert check_versions(tmp_path).returncode == 0  # the copy agrees, as the checkout does
@@ -65,6 +66,29 @@ def test_a_planted_version_mismatch_fails_the_check(tmp_path, rel):
     proc = check_versions(tmp_path)
     assert proc.returncode != 0 and f"{rel}: version 9.9.9, but kijito_pull/__init__.py says {__version__}" \
         in proc.stderr, proc.stderr
+
+
+def test_a_plugin_folders_copy_of_the_launcher_must_be_its_source_byte_for_byte(tmp_path):
+    for name in (*MANIFESTS, *COPIES, "kijito_pull/__init__.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, tmp_path / name)
+    copy = tmp_path / COPIES[0]
+    copy.write_text(copy.read_text().replace("exit 127", "exit 1"))
+    proc = check_versions(tmp_path)
+    assert proc.returncode != 0 and f"{COPIES[0]}: not a copy of plugins/claude/bin/kijito-pull-launch" in proc.stderr
+
+
+def test_the_copilot_plugins_hooks_are_the_ones_kijito_pull_install_copilot_writes():
+    from kijito_pull.harnesses.copilot import installer as copilot_installer
+
+    hooks = json.loads((REPO / "plugins" / "copilot" / "hooks" / "hooks.json").read_text())
+    kit = next(v for v in vars(copilot_installer).values() if type(v).__name__ == "SettingsHooks")
+    assert kit.is_installed(hooks)
+    expected = kit.with_ours({}, ["LAUNCHER"])
+    for groups in expected["hooks"].values():
+        for handler in (h for g in groups for h in g["hooks"]):  # the plugin's own copy, as Copilot expands it
+            handler["command"] = handler["command"].replace("LAUNCHER", '"${PLUGIN_ROOT}/bin/kijito-pull-launch"', 1)
+    assert hooks == expected
 
 
 # -- the build ---------------------------------------------------------------------------------------------------

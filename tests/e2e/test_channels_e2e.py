@@ -15,8 +15,11 @@ launcher, which finds no kijito-pull and runs `uvx --from kijito-pull==<version>
 - uninstalling through the channel (`plugin uninstall`, `marketplace remove`) removes the plugin and leaves
   the user's settings as they were but for the two keys Claude Code added and leaves behind, emptied.
 
-Copilot CLI installing this repository directly (`copilot plugin install <git URL>`) finds no plugin at
-its root any more, so none of Claude's hooks.
+Copilot CLI: `copilot plugin marketplace add <git URL>` reads the repository's .github/plugin/marketplace.json
+(not Claude's) and installs plugins/copilot/, whose hooks (the ones `kijito-pull install copilot` writes, run
+through the plugin's own launcher) hand waiting mail to the first model request with kijito-pull not on
+PATH; installing the repository directly (`copilot plugin install <git URL>`) finds no plugin at its root
+any more, so none of Claude's hooks.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/bin:/bin"  # no kijito-pull here (nor this checkout's .venv)
+COPILOT_SETTINGS = '{\n  "theme": "dark"\n}\n'
 USER_SETTINGS = '{\n  "permissions": {"allow": ["Bash(git status)"]},\n  "theme": "dark"\n}\n'
 
 
@@ -172,6 +176,9 @@ def test_copilot_marketplace_from_a_git_url_without_kijito_pull_on_path(
     env.update({"PATH": os.pathsep.join([str(Path(harness.argv[0]).parent), str(uv_dir), SYSTEM_PATH]),
                 **wheelindex.uv_env(index, tmp_path / "uvcache")})
     project = ch.make_project(tmp_path)
+    settings = e2e_home / ".copilot" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(COPILOT_SETTINGS)
     for argv in (("plugin", "marketplace", "add", f"{git_server.url}/kijito/kijito-pull.git"),
                  ("plugin", "install", "kijito-pull@kijito-pull")):
         proc = subprocess.run(h.netns().wrap(harness.cmd(*argv)), env=env, capture_output=True, text=True,
@@ -197,3 +204,14 @@ def test_copilot_marketplace_from_a_git_url_without_kijito_pull_on_path(
     run = cp.run_p(harness, env, plain, "hello", timeout=180)
     assert run.returncode == 0, run.stderr[-3000:]
     assert sandbox.requests == []
+
+    # Uninstall through the channel.
+    for argv in (("plugin", "uninstall", "kijito-pull@kijito-pull"),
+                 ("plugin", "marketplace", "remove", "kijito-pull")):
+        proc = subprocess.run(h.netns().wrap(harness.cmd(*argv)), env=env, capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not installed.exists()
+    # Copilot CLI 1.0.102, like Claude Code, leaves the two keys it added, emptied.
+    assert json.loads(settings.read_text()) == {**json.loads(COPILOT_SETTINGS), "extraKnownMarketplaces": {},
+                                                "enabledPlugins": {}}
