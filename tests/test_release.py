@@ -32,8 +32,9 @@ BUILD = REPO / "scripts" / "build-release"
 SYSTEM_PATH = "/usr/bin:/bin"
 MANIFESTS = (".claude-plugin/marketplace.json", "plugins/claude/.claude-plugin/plugin.json",
              "plugins/claude/.claude-plugin/marketplace.json", "plugins/claude/bin/kijito-pull-launch", "package.json",
-             ".github/plugin/marketplace.json", "plugins/copilot/.plugin/plugin.json", "CHANGELOG.md")
-COPIES = ("plugins/copilot/bin/kijito-pull-launch",)
+             ".github/plugin/marketplace.json", "plugins/copilot/.plugin/plugin.json", "gemini-extension.json",
+             "CHANGELOG.md")
+COPIES = ("plugins/copilot/bin/kijito-pull-launch", "bin/kijito-pull-launch")
 
 pytestmark = pytest.mark.slow
 
@@ -78,16 +79,21 @@ def test_a_plugin_folders_copy_of_the_launcher_must_be_its_source_byte_for_byte(
     assert proc.returncode != 0 and f"{COPIES[0]}: not a copy of plugins/claude/bin/kijito-pull-launch" in proc.stderr
 
 
-def test_the_copilot_plugins_hooks_are_the_ones_kijito_pull_install_copilot_writes():
-    from kijito_pull.harnesses.copilot import installer as copilot_installer
+@pytest.mark.parametrize("harness, hooks_file, root", [
+    ("copilot", "plugins/copilot/hooks/hooks.json", "${PLUGIN_ROOT}"),
+    ("gemini", "hooks/hooks.json", "${extensionPath}"),  # the Gemini CLI extension is the repository's root
+])
+def test_a_plugin_folders_hooks_are_the_ones_kijito_pull_install_writes(harness, hooks_file, root):
+    import importlib
 
-    hooks = json.loads((REPO / "plugins" / "copilot" / "hooks" / "hooks.json").read_text())
-    kit = next(v for v in vars(copilot_installer).values() if type(v).__name__ == "SettingsHooks")
+    installer = importlib.import_module(f"kijito_pull.harnesses.{harness}.installer")
+    hooks = json.loads((REPO / hooks_file).read_text())
+    kit = next(v for v in vars(installer).values() if type(v).__name__ == "SettingsHooks")
     assert kit.is_installed(hooks)
     expected = kit.with_ours({}, ["LAUNCHER"])
     for groups in expected["hooks"].values():
-        for handler in (h for g in groups for h in g["hooks"]):  # the plugin's own copy, as Copilot expands it
-            handler["command"] = handler["command"].replace("LAUNCHER", '"${PLUGIN_ROOT}/bin/kijito-pull-launch"', 1)
+        for handler in (h for g in groups for h in g["hooks"]):  # the folder's own launcher, as the harness expands it
+            handler["command"] = handler["command"].replace("LAUNCHER", f'"{root}/bin/kijito-pull-launch"', 1)
     assert hooks == expected
 
 
