@@ -215,3 +215,51 @@ def test_copilot_marketplace_from_a_git_url_without_kijito_pull_on_path(
     # Copilot CLI 1.0.102, like Claude Code, leaves the two keys it added, emptied.
     assert json.loads(settings.read_text()) == {**json.loads(COPILOT_SETTINGS), "extraKnownMarketplaces": {},
                                                 "enabledPlugins": {}}
+
+
+# -- Gemini CLI: the repository's root is its extension (gemini-extension.json, hooks/hooks.json) --------------
+
+
+def test_gemini_extension_from_a_git_url_without_kijito_pull_on_path(
+        git_server, index: Path, uv_dir: Path, fake_model: FakeModel, sandbox, e2e_home: Path,
+        tmp_path: Path) -> None:
+    from tests.e2e import gemini_helpers as gm
+
+    harness = h.require_harness("gemini")
+    env = gm.gemini_env(harness, e2e_home, fake_model.url, sandbox.url, tmp_path / "state")
+    env.update({"PATH": os.pathsep.join([str(gm.gemini_bin(harness)), str(uv_dir), SYSTEM_PATH]),
+                **wheelindex.uv_env(index, tmp_path / "uvcache")})
+    settings = gm.write_settings(e2e_home)
+    before = settings.read_bytes()
+    project = ch.make_project(tmp_path)
+    (e2e_home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    url = f"{git_server.url}/kijito/kijito-pull.git"
+    proc = subprocess.run(h.netns().wrap(harness.cmd("extensions", "install", url, "--consent")), env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    extension = e2e_home / ".gemini" / "extensions" / "kijito-pull"
+    assert os.access(extension / "bin" / "kijito-pull-launch", os.X_OK)
+
+    # Mail waiting at session start is in the first model request (kijito-pull through uvx, offline).
+    sandbox.send(ch.PERSONA, "loom", "MAIL-VIA-GEMINI-EXTENSION: the extension found its program")
+    run = gm.run_p(harness, env, project, "summarize the task", timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    first = gm.stream_requests(fake_model)[0]
+    assert "MAIL-VIA-GEMINI-EXTENSION" in fake_model.text_of(first), run.stderr[-3000:]
+    assert "Invalid hook event name" not in run.stderr  # Gemini's own hooks: no Claude event among them
+
+    # A project that has not opted in: no Kijito request.
+    plain = ch.make_project(tmp_path / "other", opted_in=False)
+    trusted = json.loads((e2e_home / ".gemini" / "trustedFolders.json").read_text())
+    (e2e_home / ".gemini" / "trustedFolders.json").write_text(json.dumps({**trusted, str(plain): "TRUST_FOLDER"}))
+    sandbox.clear_requests()
+    run = gm.run_p(harness, env, plain, "hello", timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert sandbox.requests == []
+
+    # Uninstall through the channel: the user's settings file byte for byte.
+    proc = subprocess.run(h.netns().wrap(harness.cmd("extensions", "uninstall", "kijito-pull")), env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not extension.exists()
+    assert settings.read_bytes() == before
