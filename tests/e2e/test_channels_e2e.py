@@ -263,3 +263,40 @@ def test_gemini_extension_from_a_git_url_without_kijito_pull_on_path(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not extension.exists()
     assert settings.read_bytes() == before
+
+
+def test_gemini_and_copilot_with_neither_kijito_pull_nor_uv_say_so_and_carry_on(
+        git_server, fake_model: FakeModel, sandbox, e2e_home: Path, tmp_path: Path) -> None:
+    from tests.e2e import copilot_helpers as cp
+    from tests.e2e import gemini_helpers as gm
+
+    advice = f"kijito-pull {__version__} is not installed, so the Kijito inbox is off"
+    url = f"{git_server.url}/kijito/kijito-pull.git"
+    project = ch.make_project(tmp_path)
+    sandbox.send(ch.PERSONA, "loom", "MAIL-NOBODY-READS")
+    # Gemini CLI 0.61.0 in -p names a failed hook on its stderr (the hook's own stderr only in the TUI's
+    # debug drawer, F12): the launcher's line itself does not reach a `gemini -p` user.
+    gemini = h.require_harness("gemini")
+    env = gm.gemini_env(gemini, e2e_home, fake_model.url, sandbox.url, tmp_path / "state",
+                        PATH=os.pathsep.join([str(gm.gemini_bin(gemini)), SYSTEM_PATH]))
+    gm.write_settings(e2e_home)
+    (e2e_home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    proc = subprocess.run(h.netns().wrap(gemini.cmd("extensions", "install", url, "--consent")), env=env,
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = gm.run_p(gemini, env, project, "gemini without a program", timeout=120)
+    assert run.returncode == 0 and gm.stream_requests(fake_model), run.stderr[-3000:]
+    assert "Hook(s) [gemini-session-start] failed for event SessionStart" in run.stderr, run.stderr[-3000:]
+    # Copilot CLI, in -p, records a failed hook in the session's events.jsonl.
+    copilot = h.require_harness("copilot")
+    env = cp.copilot_env(copilot, e2e_home, fake_model.url, sandbox.url, tmp_path / "state")
+    env["PATH"] = os.pathsep.join([str(Path(copilot.argv[0]).parent), SYSTEM_PATH])
+    for argv in (("plugin", "marketplace", "add", url), ("plugin", "install", "kijito-pull@kijito-pull")):
+        proc = subprocess.run(h.netns().wrap(copilot.cmd(*argv)), env=env, capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = cp.run_p(copilot, env, project, "copilot without a program", timeout=180)
+    assert run.returncode == 0 and cp.model_requests(fake_model), run.stderr[-3000:]
+    assert any(advice in p.read_text() for p in cp.records(e2e_home)), [p.read_text()[-2000:] for p in
+                                                                          cp.records(e2e_home)]
+    assert sandbox.requests == []
