@@ -22,6 +22,7 @@ import pytest
 from tests.e2e import claude_helpers as ch
 from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel
+from tests.waiting import budget
 
 pytestmark = pytest.mark.e2e
 
@@ -243,7 +244,7 @@ def test_idle_stream_json_session_is_woken_once_per_mail_with_one_waker_across_c
             assert fake_model.model_requests == []
 
             latency = _send_and_wait(fake_model, sandbox, "IDLE-MAIL-1")
-            assert latency < WAKE_BUDGET, latency
+            assert latency < budget(WAKE_BUDGET), latency
             # Re-armed at the end of the woken turn, and still only one.
             assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
             time.sleep(1.5)
@@ -288,7 +289,7 @@ def test_idle_stream_json_session_is_woken_once_per_mail_with_one_waker_across_c
             assert len(ch.waker_pids(state)) == 1
             leases = [json.loads(p.read_text()) for p in (state / "sessions").glob("*.json")]
             assert len(leases) == 1 and leases[0]["pid"] == ch.waker_pids(state)[0]
-            assert _send_and_wait(fake_model, sandbox, "AFTER-CLEAR") < WAKE_BUDGET
+            assert _send_and_wait(fake_model, sandbox, "AFTER-CLEAR") < budget(WAKE_BUDGET)
 
             # No orphan: Claude Code dies without a word (no SessionEnd); its waker ends by itself.
             assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
@@ -317,7 +318,7 @@ def test_tui_session_is_woken_when_idle_and_leaves_no_waker_after_exit(
 
         time.sleep(1.0)  # idle
         latency = _send_and_wait(fake_model, sandbox, "TUI-IDLE-MAIL")
-        assert latency < WAKE_BUDGET, latency
+        assert latency < budget(WAKE_BUDGET), latency
         assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
 
         tui.type("/exit")

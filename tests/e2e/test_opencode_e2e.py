@@ -21,6 +21,7 @@ from tests.e2e import gemini_helpers as gm
 from tests.e2e import harness as h
 from tests.e2e import opencode_helpers as oc
 from tests.e2e.fakemodel import FakeModel
+from tests.waiting import budget
 
 pytestmark = pytest.mark.e2e
 
@@ -153,7 +154,7 @@ def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_nex
     woke = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=20, start=start)
     took = time.monotonic() - sent
     assert woke is not None, cx.watch_logs(state) + server.diagnostics()
-    assert took <= 2.0, f"the idle session was woken after {took:.2f} s"
+    assert took <= budget(2.0), f"the idle session was woken after {took:.2f} s"
     # busy: mail sent while the model is answering reaches the next model call
     time.sleep(2)
     during: list[int] = []
