@@ -62,7 +62,7 @@ class Cli:
             "KIJITOMON_TOKEN": token,
             "KIJITO_BASE": api_base,
             "KIJITO_PULL_STATE_DIR": str(state_dir),
-            "KIJITO_PULL_CONFIG": str(state_dir / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,
             "PATH": os.environ.get("PATH", ""),
         }
         self.state_dir = state_dir

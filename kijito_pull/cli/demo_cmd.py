@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     with tempfile.TemporaryDirectory(prefix="kijito-pull-demo-") as state_root, \
             Sandbox(token="demo-token", window_limit=20).start() as sandbox:
         # The demo's own settings: the sandbox, a throw-away state folder, and no user config file.
-        environ = {paths.STATE_DIR_ENV: state_root, paths.CONFIG_ENV: os.path.join(state_root, "none.toml"),
+        environ = {paths.STATE_DIR_ENV: state_root, paths.CONFIG_ENV: os.devnull,
                    config.BASE_ENV: sandbox.url, config.TOKEN_ENV: "demo-token"}
         contexts = {consumer: Context(Settings(environ, Flags(consumer=consumer))) for consumer in ("agent", "script")}
         client = contexts["agent"].client

@@ -1,0 +1,85 @@
+"""What a new user tripped over (issue 27): documented config keys called unknown, a missing config file
+the user named, a misspelt persona met with silence, an empty persona directory called unreadable. Each
+runs the real command against the sandbox (the doctor in-process, the pull as a subprocess too)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from kijito_pull.context import Flags, Settings
+from kijito_pull.core import config
+from tests.test_doctor import findings, machine, run  # noqa: F401 - `machine` is a fixture
+
+TOKEN = "tok-NEWUSER-2b7d91"
+CONTEXT = Path(__file__).resolve().parent.parent / "kijito_pull" / "context.py"
+
+
+# -- 2. the config keys the code reads are the keys the doctor knows ---------------------------------------
+
+def test_every_config_key_the_code_reads_is_a_known_key():
+    read = set(re.findall(r"self\.file\.get\(\"([a-z_]+)\"", CONTEXT.read_text()))
+    assert {"source", "claim_after", "redis_password_file", "consumer", "mark_read"} <= read
+    assert read <= set(config.KNOWN_KEYS)
+
+
+def test_reading_an_undeclared_key_fails_at_once(tmp_path):
+    f = tmp_path / "config.toml"
+    f.write_text('persona = "river"\n')
+    settings = config.load_config_file({"KIJITO_PULL_CONFIG": str(f)})
+    assert settings.get("persona") == "river" and settings["persona"] == "river"
+    with pytest.raises(KeyError, match="KNOWN_KEYS"):
+        settings.get("colour")
+
+
+def test_the_doctor_calls_no_documented_key_unknown(machine):  # noqa: F811
+    environ = dict(machine["environ"])
+    conf = machine["home"] / "config.toml"
+    token = machine["home"] / "redis-password"
+    token.write_text("pw\n")
+    token.chmod(0o600)
+    conf.write_text(f'claim_after = 900\nsource = "redis://127.0.0.1:1/0"\nredis_password_file = "{token}"\n'
+                    f'max_stop_blocks = 2\ncolour = "red"\n')
+    environ["KIJITO_PULL_CONFIG"] = str(conf)
+    _, out, _ = run(["--json"], environ, machine["project"])
+    row = findings(out)["config"]
+    assert row["verdict"] == "warn"
+    assert row["detail"].endswith("unknown keys ignored: colour"), row
+    assert "claim_after" in row["detail"].split(";")[0] and "redis_password_file" in row["fix"]
+
+
+def test_a_known_key_of_the_wrong_type_is_an_error_not_a_crash(tmp_path):
+    f = tmp_path / "config.toml"
+    f.write_text("source = 6379\n")
+    with pytest.raises(config.ConfigError, match="source must be a quoted string"):
+        config.load_config_file({"KIJITO_PULL_CONFIG": str(f)})
+
+
+# -- 3. a config file the user names must exist -------------------------------------------------------------
+
+def test_a_missing_config_file_named_by_the_variable_is_an_error_for_a_pull(cli, tmp_path):
+    absent = tmp_path / "nonexistent.toml"
+    cli.environ["KIJITO_PULL_CONFIG"] = str(absent)
+    result = cli("--once", "--persona", "river")
+    assert result.code == 2
+    assert result.stderr.count("\n") == 1  # one line, no traceback
+    assert (f"$KIJITO_PULL_CONFIG names {absent}, which does not exist; create it, point the variable at your "
+            f"config file, or set it to /dev/null for none") in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_missing_config_file_named_by_the_variable_fails_the_doctor(machine, tmp_path):  # noqa: F811
+    environ = {**machine["environ"], "KIJITO_PULL_CONFIG": str(tmp_path / "nonexistent.toml")}
+    code, out, _ = run(["--json"], environ, machine["project"])
+    row = findings(out)["config"]
+    assert code == 1 and row["verdict"] == "fail"
+    assert "does not exist" in row["detail"] and "unset $KIJITO_PULL_CONFIG" in row["fix"]
+
+
+def test_the_default_config_file_stays_optional_and_dev_null_means_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "empty-xdg"))
+    assert Settings({}, Flags()).file == {}
+    assert Settings({"KIJITO_PULL_CONFIG": os.devnull}, Flags()).file == {}
