@@ -83,3 +83,45 @@ def test_the_default_config_file_stays_optional_and_dev_null_means_none(tmp_path
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "empty-xdg"))
     assert Settings({}, Flags()).file == {}
     assert Settings({"KIJITO_PULL_CONFIG": os.devnull}, Flags()).file == {}
+
+
+# -- 4. a misspelt persona is named, not met with silence ---------------------------------------------------
+
+def test_a_misspelt_persona_is_named_on_stderr_and_the_pull_still_succeeds(sb, cli):
+    sb.add_persona("river")
+    sb.send(to="river", sender="loom", content="for river")
+    wrong = cli("--once", "--persona", "rivr")
+    assert wrong.code == 0 and wrong.stdout == "No new mail for rivr.\n"
+    assert wrong.stderr == ("kijito-pull: warning: rivr is not in the account's directory (1 persona; the "
+                            "nearest: river): nobody has written to it yet, or the name is misspelt\n")
+    scripted = cli("--once", "--json", "--persona", "rivr")
+    assert scripted.code == 0 and scripted.of_kind("new") == [] and "the nearest: river" in scripted.stderr
+    # No extra request: the directory is asked once per pull only while the cursor has delivered nothing,
+    # as for the case-variant warning, and never once mail was delivered.
+    assert len([r for r in sb.requests if r["path"] == "/api/personas"]) == 2
+    assert cli("--once", "--persona", "river").stderr == ""
+    assert cli("--once", "--persona", "river").stderr == ""
+    assert len([r for r in sb.requests if r["path"] == "/api/personas"]) == 2
+
+
+def test_an_empty_directory_warns_nobody_at_pull_time(sb, cli):
+    assert cli("--once", "--persona", "river").stderr == ""  # a new account: nothing to compare with
+
+
+# -- 6. an empty persona directory is readable --------------------------------------------------------------
+
+def test_the_doctor_calls_an_empty_directory_empty_not_unreadable(machine, sandbox):  # noqa: F811
+    environ = {**machine["environ"], "KIJITOMON_TOKEN": sandbox.token, "KIJITO_BASE": sandbox.url}
+    _, out, _ = run(["--json"], environ, machine["project"])
+    row = findings(out)["persona"]
+    assert row["verdict"] == "ok", row
+    assert "directory is empty (a new account" in row["detail"] and "could not be read" not in row["detail"]
+
+
+def test_the_doctor_still_says_when_the_directory_cannot_be_read(machine, sandbox):  # noqa: F811
+    sandbox.add_persona("river")
+    sandbox.add_fault({"kind": "body", "path": "/api/personas", "body": '{"result": [{"persona": ""}]}'})
+    environ = {**machine["environ"], "KIJITOMON_TOKEN": sandbox.token, "KIJITO_BASE": sandbox.url}
+    _, out, _ = run(["--json"], environ, machine["project"])
+    row = findings(out)["persona"]
+    assert row["verdict"] == "warn" and "could not be read" in row["detail"], row
