@@ -96,7 +96,7 @@ def _trust(request: InstallRequest, outcome: Outcome) -> None:
     else:
         path = trust.record(request.environ, folder)
         outcome.notes.append(f"Copilot CLI now trusts {folder} (recorded in {path}, as its folder dialog does)")
-        outcome.result = common.Result.INSTALLED
+        outcome.changed.append(f"trust recorded in {path}")
 
 
 def _own_steps(request: InstallRequest, outcome: Outcome) -> None:
