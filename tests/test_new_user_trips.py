@@ -125,3 +125,57 @@ def test_the_doctor_still_says_when_the_directory_cannot_be_read(machine, sandbo
     _, out, _ = run(["--json"], environ, machine["project"])
     row = findings(out)["persona"]
     assert row["verdict"] == "warn" and "could not be read" in row["detail"], row
+
+
+# -- 9. the demo and text-mode notes speak to people ---------------------------------------------------------
+
+def test_the_demo_says_urgent_mail_is_handed_over_and_where_show_works(tmp_path):
+    from tests.clirunner import Cli
+
+    result = Cli("http://127.0.0.1:9", "unused", tmp_path / "state").run(
+        "demo", env={"KIJITOMON_TOKEN": "", "KIJITO_BASE": ""}, timeout=30)
+    assert result.code == 0, result.stderr
+    handed = result.stdout.split("== 2.", 1)[1].split("== 3.", 1)[0]
+    assert "Urgent mail is among these messages: a sender marked one of the 3 urgent" in handed
+    assert "Read all of it with: kijito-pull show 3 --persona demo-agent]" in handed
+    assert "This sandbox stops when the demo ends, so there is nothing for `kijito-pull show` to read" in handed
+
+
+def test_a_first_pull_over_read_mail_says_so_in_a_sentence_and_json_keeps_the_fields(sb, cli):
+    for n in range(3):
+        sb.send(to="ci-bot", sender="loom", content=f"old {n}")
+    sb.mark_read("ci-bot")
+    sb.send(to="ci-bot", sender="loom", content="new")
+    text = cli("--once", "--persona", "ci-bot")
+    assert text.code == 0 and "new" in text.stdout
+    assert text.stderr == ("kijito-pull: note: ci-bot: first pull for this consumer: its cursor is set at message "
+                           f"{sb.messages('ci-bot')[-1]['id']}; 3 messages already read on the server were not "
+                           "handed over (`kijito-pull show ID --persona ci-bot` reads one).\n")
+    assert "baseline_skipped" not in text.stderr and "seeded=" not in text.stderr
+    for n in range(2):
+        sb.send(to="ci-bot", sender="loom", content=f"more {n}")
+    scripted = cli("--once", "--json", "--persona", "ci-bot", "--consumer", "script")
+    [event] = scripted.of_kind("baseline_skipped")
+    assert event["skipped_read"] == 3 and event["seeded"] == sb.messages("ci-bot")[-1]["id"]
+
+
+def test_every_diagnostic_kind_reads_as_a_sentence():
+    from kijito_pull.core.events import EventFactory
+    from kijito_pull.core.render import sentence
+
+    f = EventFactory()
+    said = {
+        "replay_capped": sentence(f.signal("replay_capped", "river", capped_to=50, dropped=7, ids=[1, 2])),
+        "state_corrupt": sentence(f.signal("state_corrupt", "river", reason="bad JSON", redelivered=1)),
+        "seed_ahead": sentence(f.signal("seed_ahead", "river", seeded=100, current_max=5)),
+        "alert": sentence(f.signal("alert", "river", reason="cursor pinned at 5: a gap")),
+        "heartbeat": sentence(f.signal("heartbeat", "river")),
+    }
+    assert said["replay_capped"].startswith("river: first pull for this consumer: 7 older unread messages were "
+                                            "not handed over (ids 1, 2), only the newest 50 (--max-replay)")
+    assert said["state_corrupt"] == ("river: the cursor file could not be trusted (bad JSON); the 1 visible message "
+                                     "is handed over again.")
+    assert said["seed_ahead"].startswith("river: --seed-at 100 is above the newest message (5)")
+    assert said["alert"] == "river: cursor pinned at 5: a gap."
+    for text in said.values():
+        assert not re.search(r"\b[a-z]+_[a-z_]+\b|=", text), text  # no field names, no key=value

@@ -220,7 +220,7 @@ def test_quiet_silences_notes_but_not_errors(sb, cli):
     for i in range(3):
         sb.send(to="P", sender="Q", content=f"m{i}")
     noisy = cli("--once", "--persona", "P", "--max-replay", "1", "--consumer", "a")
-    assert "replay_capped" in noisy.stderr
+    assert "older unread messages were not handed over" in noisy.stderr
     quiet = cli("--once", "--persona", "P", "--max-replay", "1", "--consumer", "b", "-q")
     assert quiet.stderr == "" and "m2" in quiet.stdout
     assert cli("--once", "--persona", "P", "-q", env={"KIJITOMON_TOKEN": ""}).stderr  # errors still speak
