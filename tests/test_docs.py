@@ -372,3 +372,50 @@ def test_the_install_targets_and_flags_the_configuration_page_gives_are_the_clis
     assert set(actual) == {(a, n) for a in ("install", "uninstall") for n in registry.names()}
     for where, flags in actual.items():
         assert documented.get(where, set()) == flags, where
+
+
+def _quick_start(title: str) -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert readme.index("## Quick start") < readme.index("## Install")
+    block = section.split(title, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_starts_with_a_five_line_path_for_claude_code(tmp_path):
+    import subprocess
+
+    from kijito_pull.harnesses.session import optin
+
+    lines = _quick_start("**I use Claude Code**")
+    assert len(lines) == 5
+    assert lines[0].startswith("uv tool install") and lines[1].startswith("export KIJITOMON_TOKEN=")
+    assert "inbox monitor: raise on start" in lines[2] and "inbox persona:" in lines[2]
+    assert lines[3:] == ["kijito-pull install claude --project", "kijito-pull doctor"]
+    (tmp_path / ".git").mkdir()
+    subprocess.run(["bash", "-c", lines[2]], cwd=tmp_path, check=True)  # the opt-in line, run as written
+    found = optin.resolve(str(tmp_path), {"HOME": str(tmp_path)})
+    assert found.opted_in and found.persona == "river", found
+
+
+def test_the_readme_sandbox_path_runs_as_written(tmp_path):
+    """The sandbox path's lines after the install, run by bash on a free port: the mail arrives."""
+    import socket
+    import subprocess
+    import sys
+
+    lines = _quick_start("**No account yet: the sandbox**")
+    assert len(lines) == 5 and lines[0].startswith("uv tool install")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    script = "\n".join(["set -e", *(line.replace("8765", port) for line in lines[1:3]),
+                        "for i in $(seq 100); do kijito-pull send --to river --from loom 'hello' >/dev/null 2>&1 "
+                        "&& break; sleep 0.1; done",  # the server is up: the documented send, once it answers
+                        *lines[4:], "kill %1"])
+    env = {"PATH": f"{Path(sys.prefix) / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "KIJITO_PULL_CONFIG": os.devnull}
+    assert "kijito-pull send --to river --from loom \"hello\"" in lines[3]
+    ran = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert "from loom" in ran.stdout and "    hello" in ran.stdout, ran.stdout
