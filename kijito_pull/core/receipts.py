@@ -133,7 +133,7 @@ class ReadReceipts:
         try:
             upto = self.cursor()
             done = self.marked()
-            if upto is None or upto <= 0 or (done is not None and done >= upto):
+            if upto is None or upto < 0 or (done is not None and done >= upto):
                 return True
             before = upto + 1
             for _ in range(self.max_pages):
