@@ -137,7 +137,7 @@ def test_the_demo_says_urgent_mail_is_handed_over_and_where_show_works(tmp_path)
     assert result.code == 0, result.stderr
     handed = result.stdout.split("== 2.", 1)[1].split("== 3.", 1)[0]
     assert "Urgent mail is among these messages: a sender marked one of the 3 urgent" in handed
-    assert "Read all of it with: kijito-pull show 3 --persona demo-agent]" in handed
+    assert re.search(r"Read all of it with: kijito-pull show \d+ --persona demo-agent\]", handed)
     assert "This sandbox stops when the demo ends, so there is nothing for `kijito-pull show` to read" in handed
 
 
