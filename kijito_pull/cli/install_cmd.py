@@ -122,6 +122,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         return ExitCode.USAGE
     finally:
         common.on_run = None
+        flow.discard_folders()  # a run that failed leaves none of the empty folders it made
     if not quiet or args.dry_run:
         env.stdout.write(report(outcome, args.dry_run))
         env.stdout.flush()

@@ -33,7 +33,6 @@ class Listing:
                 f"{'is' if len(self.variants) == 1 else 'are'}: inbox names are case-sensitive, so mail for "
                 f"{self.variants[0]} never reaches {self.name}")
 
-
     def unlisted_clause(self) -> str | None:
         """'is not in the account's directory (3 personas; the nearest: river): ...', or None when the name
         is listed, has a case variant (`variant_clause` says that) or the directory lists nobody."""

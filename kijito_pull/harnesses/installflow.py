@@ -59,16 +59,22 @@ def settle_folders(request: Any, outcome: Outcome) -> None:
             outcome.notes.append(f"removed the empty folders the install created: {', '.join(removed)}")
 
 
+def discard_folders() -> None:
+    """After a run that did not finish (an InstallError): the empty folders it made are removed, none is
+    remembered, so the next run records only its own."""
+    installfolders.remove_made()
+
+
 def again(request: Any, *extra: str) -> str:
     """The command that repeats `request` in the same scope: `kijito-pull install opencode --project DIR`
     (DIR only when the request named another folder than the current one), so advice to run it again never
     drops the scope the user chose."""
     words = ["kijito-pull", request.action, request.harness]
-    if request.scope == "project":
+    if request.scope == common.PROJECT:
         words.append("--project")
         if request.project is not None and Path(request.project) != Path(request.cwd).resolve():
             words.append(str(request.project))
-    elif request.scope == "user":
+    elif request.scope == common.USER:
         words.append("--user")
     return shlex.join([*words, *extra])
 

@@ -547,7 +547,6 @@ class Outcome:
     backups: list[Path] = field(default_factory=list)
     code: ExitCode = ExitCode.OK
     changed: list[str] = field(default_factory=list)  # what an install whose hooks were in place still changed
-    created: list[Path] = field(default_factory=list)  # folders this run created (uninstall removes them if empty)
 
 
 def headline(outcome: Outcome) -> str:
