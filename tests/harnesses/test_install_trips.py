@@ -45,7 +45,7 @@ def test_gemini_trust_after_the_install_says_what_it_changed(m):
     assert again.startswith("kijito-pull: gemini (user scope): already installed, nothing changed\n")
 
 
-@pytest.mark.parametrize("target", ["copilot", "opencode", "gemini", "kimi"])
+@pytest.mark.parametrize("target", ["copilot", "opencode", "gemini", "kimi", "qwen"])
 def test_uninstall_leaves_home_as_the_install_found_it(m, target):
     assert tree(m) == []
     code, _, err = m.run("install", target, "--user", "--command", KIJITO_PULL)
