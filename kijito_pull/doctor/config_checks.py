@@ -67,15 +67,21 @@ def check_config(ctx: Context) -> Finding:
 
 
 def check_command(ctx: Context) -> Finding:
-    """The hooks, the pi extension and the daemon run `kijito-pull` by name: it must be on their PATH."""
+    """The hooks and plugins start kijito-pull through its launcher (the installing kijito-pull, else PATH's,
+    else `uvx`), the daemon by absolute path: is there one they can start from this PATH?"""
     found = which("kijito-pull", ctx.environ)
     if found is None:
+        uvx = which("uvx", ctx.environ)
+        if uvx is not None:
+            return Finding("command", OK,
+                           f"kijito-pull is not on PATH; plugins installed from a harness's own channel start it "
+                           f"through {shown(uvx, ctx.environ)} (uvx --from kijito-pull=={__version__}; hooks that "
+                           f"`kijito-pull install` wrote try the installing kijito-pull first)")
         return Finding("command", WARN,
-                       "kijito-pull is not on PATH, so the harness hooks (which run `kijito-pull hook ...`) "
-                       "cannot start it",
-                       "install it for your user from the kijito-pull checkout or a built wheel (it is not on "
-                       "PyPI yet): `uv tool install .` or `pipx install .` (or `pipx install dist/*.whl`), then "
-                       "`uv tool update-shell` / `pipx ensurepath`, and restart the harness from that shell")
+                       "kijito-pull is not on PATH and uv is not installed, so a plugin installed from a harness's "
+                       "own channel cannot start it (its hooks say so at session start and do nothing)",
+                       "`uv tool install kijito-pull` (or `pipx install kijito-pull`), then `uv tool update-shell` / "
+                       "`pipx ensurepath`, and restart the harness from that shell; or install uv")
     here = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "kijito-pull"))
     detail = f"{shown(found, ctx.environ)} (kijito-pull {__version__}, Python {sys.version.split()[0]})"
     if os.path.exists(here) and os.path.realpath(found) != here:

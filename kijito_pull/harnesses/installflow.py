@@ -22,11 +22,13 @@ from kijito_pull.harnesses.installkit import InstallError, Outcome, Result
 def add_command_argument(parser: Any, runs: str = "the hooks") -> None:
     """`--command`: the kijito-pull command `runs` (what a harness runs: its hooks, its plugin)."""
     parser.add_argument("--command", metavar="CMD",
-                        help=f"the kijito-pull command {runs} run (default: this installation, by absolute path)")
+                        help=f"the kijito-pull command {runs} run (default: kijito-pull's launcher, which runs this "
+                             f"installation by absolute path, else kijito-pull from PATH, else uvx)")
 
 
 def command_prefix(command: str | None) -> list[str]:
-    """The argv words a harness is to run: `--command`, else this installation by absolute path."""
+    """The argv words `--command` names, else this installation by absolute path (the installers' default is
+    the launcher, plugin_files.launcher_command, which runs this installation first)."""
     if command:
         try:
             words = shlex.split(command)

@@ -571,7 +571,7 @@ def begin(request: Any, path_of: Callable[[str, Mapping[str, str], Path], Path])
 def materialize(dest: Path, files: Mapping[str, Path], dry_run: bool = False,
                 contents: Mapping[str, bytes] | None = None) -> list[str]:
     """Copy `files` (relative name -> source) under `dest`, a name in `contents` written with those bytes
-    instead; returns the names that changed."""
+    instead (a name under bin/ is made executable); returns the names that changed."""
     changed = []
     for rel, src in files.items():
         target = dest / rel
@@ -579,5 +579,5 @@ def materialize(dest: Path, files: Mapping[str, Path], dry_run: bool = False,
         if read_bytes(target) != data:
             changed.append(rel)
             if not dry_run:
-                write_bytes(target, data, 0o644)
+                write_bytes(target, data, 0o755 if rel.startswith("bin/") else 0o644)  # bin/: the launcher
     return changed

@@ -20,6 +20,7 @@ from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel
 
 REPO = h.REPO_ROOT
+PLUGIN = REPO / "plugins" / "claude"  # the Claude Code plugin's own folder (`--plugin-dir`)
 TOKEN = "e2e-kijito-token"
 PERSONA = "river"
 OPT_IN = "# Project\n\n- inbox monitor: raise on start\n- inbox persona: river\n"

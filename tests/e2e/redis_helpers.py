@@ -82,7 +82,7 @@ def claude_plugin(folder: Path, server: redisserver.RedisServer) -> Path:
         if rel == "hooks/hooks.json":
             target.write_bytes(hooks_with(src.read_bytes(), tail))
         else:
-            shutil.copyfile(src, target)
+            shutil.copy2(src, target)  # the launcher keeps its exec bit
     return folder
 
 

@@ -49,7 +49,7 @@ def test_claude_p_gets_waiting_mail_first_and_new_mail_at_stop_once(
 
     with FakeModel(reply, bind=netns.listen) as fm:
         result = h.run_claude_p(claude_harness, "summarize the task", base_url=fm.url, home=e2e_home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=90)
+                                plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=90)
         assert result.returncode == 0, _diag(result)
         convo = ch.conversation_requests(fm, "summarize the task")
     assert convo, _diag(result)
@@ -100,7 +100,7 @@ def test_claude_p_acknowledges_only_what_the_model_was_shown(
         before = sandbox.send(ch.PERSONA, "loom", "BEFORE: establishes the cursor")
         with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
             result = h.run_claude_p(claude_harness, "first run", base_url=fm.url, home=e2e_home, cwd=project,
-                                    plugin_dirs=[ch.REPO], env=env, timeout=90)
+                                    plugin_dirs=[ch.PLUGIN], env=env, timeout=90)
             assert result.returncode == 0, _diag(result)
         assert _cursor(state)["cursor"] >= before and not _cursor(state).get("pending")
     total = 40 if first_contact else 120
@@ -110,7 +110,7 @@ def test_claude_p_acknowledges_only_what_the_model_was_shown(
     for run in range(4):
         with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
             result = h.run_claude_p(claude_harness, f"work run {run}", base_url=fm.url, home=e2e_home,
-                                    cwd=project, plugin_dirs=[ch.REPO], env=env, timeout=120)
+                                    cwd=project, plugin_dirs=[ch.PLUGIN], env=env, timeout=120)
             assert result.returncode == 0, _diag(result)
             runs.append(_shown_ids(fm))
         cursor = _cursor(state)["cursor"]
@@ -146,7 +146,7 @@ def test_not_opted_in_nothing_reaches_the_model_and_the_sandbox_sees_no_request(
     sandbox.send(ch.PERSONA, "loom", "MAIL-NOT-FOR-YOU")
     sandbox.clear_requests()
     result = h.run_claude_p(claude_harness, "hello there", base_url=fake_model.url, home=e2e_home, cwd=project,
-                            plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=60)
+                            plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=60)
     assert result.returncode == 0, _diag(result)
     convo = ch.conversation_requests(fake_model, "hello there")
     assert convo
@@ -173,7 +173,7 @@ def test_server_down_mid_session_hooks_give_up_within_budget_and_the_run_complet
     with FakeModel(reply, bind=netns.listen) as fm:
         started = time.monotonic()
         result = h.run_claude_p(claude_harness, "do the work", base_url=fm.url, home=e2e_home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=90)
+                                plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=90)
         took = time.monotonic() - started
         convo = ch.conversation_requests(fm, "do the work")
     assert result.returncode == 0, _diag(result)
@@ -191,7 +191,7 @@ def test_hanging_server_costs_each_hook_at_most_its_budget(
     sandbox.add_fault({"kind": "hang", "seconds": 60})
     started = time.monotonic()
     result = h.run_claude_p(claude_harness, "work on it", base_url=fake_model.url, home=e2e_home, cwd=project,
-                            plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state, KIJITO_PULL_HOOK_BUDGET="2"),
+                            plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state, KIJITO_PULL_HOOK_BUDGET="2"),
                             timeout=90)
     took = time.monotonic() - started
     assert result.returncode == 0, _diag(result)
@@ -232,7 +232,7 @@ def test_idle_stream_json_session_is_woken_once_per_mail_with_one_waker_across_c
     fake_model = FakeModel(reply, bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")).start()
     try:
         proc = h.start_claude_stream_json(claude_harness, base_url=fake_model.url, home=e2e_home, cwd=project,
-                                          plugin_dirs=[ch.REPO], env=env)
+                                          plugin_dirs=[ch.PLUGIN], env=env)
         with proc:
             # No prompt is ever needed: SessionStart arms the one waker of the idle session.
             assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), proc.diagnostics()
@@ -305,7 +305,7 @@ def test_tui_session_is_woken_when_idle_and_leaves_no_waker_after_exit(
     project = ch.make_project(tmp_path)
     sandbox.send(ch.PERSONA, "loom", "TUI-WAITING")
     tui = h.start_claude_tui(claude_harness, base_url=fake_model.url, home=e2e_home, cwd=project,
-                             plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state))
+                             plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state))
     with tui:
         assert ch.wait_tui_ready(tui), tui.capture()
         assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), tui.capture()

@@ -101,7 +101,7 @@ def _run_busy(harness: h.Harness, netns: h.NetNS, sandbox, state: Path, home: Pa
     model = BusyModel(sandbox, "work through the steps", "BUSY-MAIL")
     with FakeModel(model, bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")) as fm:
         result = h.run_claude_p(harness, "work through the steps", base_url=fm.url, home=home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=120,
+                                plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=120,
                                 extra_args=["--allowedTools", "Bash", *_settings(tmp_path, inbound)])
         convo = [r for r in fm.model_requests if ch.is_conversation(fm, r)]
     assert result.returncode == 0, f"rc={result.returncode}\n{result.stdout[-1500:]}\n{result.stderr[-3000:]}"
@@ -180,7 +180,7 @@ def _session_started(state: Path) -> bool:
 
 def _start_tui(harness: h.Harness, fm: FakeModel, sandbox, state: Path, home: Path, project: Path,
                extra: list[str]) -> h.Tmux:
-    tui = h.start_claude_tui(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.REPO],
+    tui = h.start_claude_tui(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.PLUGIN],
                              env=ch.hook_env(sandbox.url, state), extra_args=["--allowedTools", "Bash", *extra])
     assert ch.wait_tui_ready(tui), tui.capture()
     assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), tui.capture()

@@ -116,7 +116,10 @@ def test_install_dry_run_shows_the_diff_and_uninstall_is_byte_exact(opencode_har
     done = gm.kp(env, folder, "install", "opencode", scope, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
     assert target.is_file() and (target.parents[1] / "node_modules" / "@opencode-ai" / "plugin").is_dir()
-    assert str(ch.venv_bin() / "kijito-pull") in target.read_text()
+    # The plugin runs the launcher in kijito-pull's data folder, which runs this installation first.
+    launcher = e2e_home / ".local" / "share" / "kijito-pull" / "bin" / "kijito-pull-launch"
+    assert f'const COMMAND = ["{launcher}"];' in target.read_text()
+    assert f"HERE={ch.venv_bin() / 'kijito-pull'}  #" in launcher.read_text()
     doctor = gm.doctor(env, folder)
     assert doctor["harness.opencode"]["verdict"] == "ok", doctor["harness.opencode"]
     assert doctor["opencode.plugin"]["verdict"] in ("ok", "warn"), doctor["opencode.plugin"]

@@ -14,8 +14,9 @@ Codex reads Claude Code's hook vocabulary there:
                "SessionEnd":   [{"hooks": [{"type": "command", "command": "... hook codex-session-end",
                                             "timeout": 5}]}]}}
 
-The command is this installation's kijito-pull by absolute path (a Codex started from a desktop
-launcher may not have your shell's PATH); `--command kijito-pull` writes the bare name instead, e.g.
+The command is kijito-pull's launcher in its data folder, which runs this installation's kijito-pull by
+absolute path (a Codex started from a desktop launcher may not have your shell's PATH); `--command
+kijito-pull` writes the bare name instead, e.g.
 for a hooks file committed to a shared repository. Nothing else in the file is touched.
 
 Codex runs only hooks the user trusted (codex.trust): every install asks Codex how it sees the hooks

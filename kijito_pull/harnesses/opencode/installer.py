@@ -171,9 +171,11 @@ def install(request: InstallRequest) -> Outcome:
     folder = path.parent.parent
     if raw is not None and not is_ours(raw):
         raise InstallError(f"{path} exists and is not kijito-pull's plugin; move it away first", ExitCode.USAGE)
-    prefix = flow.command_prefix(request.option("command"))
+    given = request.option("command")  # else the launcher: this installation, then PATH, then uvx
+    prefix = flow.command_prefix(given) if given else plugin_files.launcher_command(request.environ, request.dry_run)
     new = plugin_bytes(prefix)
-    flow.note_command(outcome, prefix, request.environ, runs="the plugin")
+    if given:
+        flow.note_command(outcome, prefix, request.environ, runs="the plugin")
     npm: list[str] | None = None
     if not has_dependency(folder):
         version, why = opencode_version(request.environ, Path(request.cwd))
