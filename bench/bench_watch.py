@@ -114,7 +114,7 @@ class Ours(Tool):
 
     def env(self, api_base, tmp):
         return {**super().env(api_base, tmp), "KIJITO_PULL_STATE_DIR": str(tmp / "state"),
-                "KIJITO_PULL_CONFIG": str(tmp / "no-config.toml")}
+                "KIJITO_PULL_CONFIG": os.devnull}
 
 
 class Reference(Tool):

@@ -100,7 +100,7 @@ class Machine:
 
     def env(self, base: str, token: str) -> dict[str, str]:
         return {"PATH": os.environ.get("PATH", ""), "HOME": str(self.home), "LANG": "C.UTF-8",
-                "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": str(self.home / "none.toml"),
+                "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": os.devnull,
                 "KIJITO_BASE": base, "KIJITOMON_TOKEN": token, "PYTHONPATH": str(REPO)}
 
 

@@ -162,7 +162,7 @@ def fresh_venv(root: Path, index: Path, spec: str) -> Path:
 def user_env(home: Path, *path: Path | str, **extra: str) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     return {"HOME": str(home), "PATH": os.pathsep.join([*map(str, path), SYSTEM_PATH]), "LANG": "C.UTF-8",
-            "KIJITO_PULL_CONFIG": str(home / "none.toml"), **extra}
+            "KIJITO_PULL_CONFIG": os.devnull, **extra}
 
 
 @pytest.mark.parametrize("extra", ["", "[redis]"])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kijito_pull import __version__
 from kijito_pull.context import Flags, Settings
-from kijito_pull.core import config
+from kijito_pull.core import config, paths
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding, shown
 from kijito_pull.harnesses.session import optin
 
@@ -45,11 +45,17 @@ def check_config(ctx: Context) -> Finding:
     try:
         ctx.settings = found.file
     except config.ConfigError as exc:
-        ctx.settings = found.file = {}  # the later checks go on as if there were no file
+        ctx.settings = found.file = config.FileSettings()  # the later checks go on as if there were no file
+        if not path.exists():  # named by $KIJITO_PULL_CONFIG, and missing
+            return Finding("config", FAIL, str(exc),
+                           f"create {shown(path, ctx.environ)}, or unset ${paths.CONFIG_ENV} to read the "
+                           f"default file (see docs/configuration.md)")
         return Finding("config", FAIL, str(exc),
                        f"fix the TOML in {shown(path, ctx.environ)} (see docs/configuration.md), or move it away")
     if not path.exists():
         return Finding("config", OK, f"no config file at {shown(path, ctx.environ)} (optional)")
+    if str(path) == os.devnull:
+        return Finding("config", OK, f"no config file (${paths.CONFIG_ENV} is {os.devnull})")
     known = config.KNOWN_KEYS
     unknown = sorted(k for k in ctx.settings if k not in known)
     keys = ", ".join(sorted(k for k in ctx.settings if k in known)) or "no settings"

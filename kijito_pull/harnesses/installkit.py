@@ -24,6 +24,7 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
+from kijito_pull.harnesses import installfolders
 
 APP = "kijito-pull"
 USER = "user"
@@ -322,8 +323,9 @@ def diff(path: Path, before: bytes | None, after: bytes | None) -> str:
 
 
 def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write atomically (temp file + rename), keeping the file's mode when it existed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically (temp file + rename), keeping the file's mode when it existed; the folders it
+    makes for it are noted (installfolders), so the uninstall removes them again."""
+    installfolders.make_dirs(path.parent)
     try:
         keep = path.stat().st_mode & 0o7777
     except FileNotFoundError:
@@ -546,6 +548,17 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     backups: list[Path] = field(default_factory=list)
     code: ExitCode = ExitCode.OK
+    changed: list[str] = field(default_factory=list)  # what an install whose hooks were in place still changed
+
+
+def headline(outcome: Outcome) -> str:
+    """The words `kijito-pull install` prints for an outcome: its result's, except that an install whose
+    hooks were already in place but which still changed something (trust recorded) says what it changed,
+    never "nothing changed"."""
+    result = Result(outcome.result)
+    if result is Result.ALREADY_INSTALLED and outcome.changed:
+        return f"already installed; changed: {', '.join(outcome.changed)}"
+    return result.text
 
 
 def begin(request: Any, path_of: Callable[[str, Mapping[str, str], Path], Path]) -> tuple[Outcome, JsonFile]:

@@ -53,7 +53,7 @@ def hook_env(sandbox_url: str, state: Path, **extra: str) -> dict[str, str]:
         "KIJITO_BASE": sandbox_url,
         "KIJITOMON_TOKEN": TOKEN,
         "KIJITO_PULL_STATE_DIR": str(state),
-        "KIJITO_PULL_CONFIG": str(state.parent / "kijito-pull-config-none.toml"),
+        "KIJITO_PULL_CONFIG": os.devnull,
         "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}",
         **extra,
     }

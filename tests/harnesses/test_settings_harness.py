@@ -39,7 +39,7 @@ def machine(sb, tmp_path):
     elsewhere.mkdir()
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path / "home"), "PYTHONPATH": f"{site}:{REPO}",
            "KIJITOMON_TOKEN": sb.token, "KIJITO_BASE": sb.url, "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"),
-           "KIJITO_PULL_CONFIG": str(tmp_path / "none.toml")}
+           "KIJITO_PULL_CONFIG": os.devnull}
     return {"env": env, "project": project, "elsewhere": elsewhere, "transcript": tmp_path / "transcript.jsonl"}
 
 

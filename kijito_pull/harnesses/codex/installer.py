@@ -93,10 +93,13 @@ def _trust_step(request: InstallRequest, outcome: Outcome, codex: str, path: Pat
         if request.option("trust_project"):
             trust.trust_project(codex, project, request.environ)
             outcome.notes.append(f"Codex now trusts the project {project}")
+            outcome.changed.append("Codex's trust of the project")
         if request.option("trust"):
             found = trust.trust(codex, str(project), request.environ, [path], is_ours=is_ours)
             if found.ok:
                 outcome.notes.append(f"Codex trusts kijito-pull's {len(found.ours)} hooks in {path}")
+                if found.recorded:
+                    outcome.changed.append("Codex's trust of the hooks")
         else:
             found = trust.look(codex, str(project), request.environ, [path], is_ours=is_ours)
     except trust.AppServerError as exc:

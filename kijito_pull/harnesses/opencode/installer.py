@@ -32,8 +32,8 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installflow as flow
+from kijito_pull.harnesses import installfolders, plugin_files
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses import plugin_files
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
 
@@ -182,7 +182,7 @@ def install(request: InstallRequest) -> Outcome:
         if version is None:
             outcome.notes.append(f"{DEPENDENCY} is not installed in {folder} and {why}, so it is not installed "
                                  f"either: OpenCode installs it at its next start (offline it waits about 70 s "
-                                 f"first); run `kijito-pull install opencode` again once `opencode` is on PATH")
+                                 f"first); run `{flow.again(request)}` again once `opencode` is on PATH")
         else:
             npm = npm_command(version)
             outcome.commands.append(npm)
@@ -211,7 +211,7 @@ def install(request: InstallRequest) -> Outcome:
 
     def run_npm() -> None:
         if npm is not None:
-            folder.mkdir(parents=True, exist_ok=True)
+            installfolders.make_dirs(folder)
             common.run_all([npm], request.environ, folder, timeout=300)
 
     return flow.install_tail(outcome, request.dry_run, raw, new, plan=check_npm, back_up=note_before,

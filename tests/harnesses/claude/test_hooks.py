@@ -44,7 +44,7 @@ class Hooks:
             "KIJITOMON_TOKEN": TOKEN,
             "KIJITO_BASE": sb.url if sb else "http://127.0.0.1:9",
             "KIJITO_PULL_STATE_DIR": str(state),
-            "KIJITO_PULL_CONFIG": str(state / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,  # no config file (a test that wants one names its own)
             "CLAUDE_CODE_ENTRYPOINT": "sdk-cli",
             "KIJITO_PULL_CLAUDE_WAKER": "rewake",
             "PATH": os.environ.get("PATH", ""),
@@ -364,7 +364,8 @@ def test_stop_block_cap_is_configurable(hooks, value, blocks):
 
 def test_stop_block_cap_from_the_config_file(hooks):
     (hooks.state).mkdir(parents=True, exist_ok=True)
-    (hooks.state / "no-config.toml").write_text("max_stop_blocks = 1\n")
+    (hooks.state / "config.toml").write_text("max_stop_blocks = 1\n")
+    hooks.environ["KIJITO_PULL_CONFIG"] = str(hooks.state / "config.toml")
     hooks.sb.send(PERSONA, "loom", "a")
     assert _json(hooks("claude-stop")[1])["decision"] == "block"
     hooks.sb.send(PERSONA, "loom", "b")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,7 +70,7 @@ class Qwen:
         self.record = chats / f"{SID}.jsonl"  # Qwen writes it at the first prompt, after SessionStart
         chats.mkdir(parents=True)
         self.environ = {"KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": sb.url if sb else "http://127.0.0.1:9",
-                        "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": str(tmp / "none.toml"),
+                        "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": os.devnull,
                         "HOME": str(tmp / "home"), "OPENAI_API_KEY": API_KEY, "QWEN_CODE_SESSION_ID": SID,
                         "QWEN_PROJECT_DIR": str(project), "CLAUDE_PROJECT_DIR": str(project), **extra}
 
