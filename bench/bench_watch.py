@@ -358,10 +358,10 @@ def bench_idle(tool: Tool, personas: int, window: float, settle: float, server: 
             startup = sb.requests
             startup_kinds = dict(p.kinds())
             sb.clear_requests()
-            cpu0 = p.cpu_seconds()
+            cpu0, sched0 = p.cpu_seconds(), p.schedstat()
             time.sleep(window)
             log = sb.requests
-            cpu1 = p.cpu_seconds()
+            cpu1, sched1 = p.cpu_seconds(), p.schedstat()
             mem = p.status()
             idle_kinds = p.kinds() - collections.Counter(startup_kinds)
         finally:
@@ -376,6 +376,10 @@ def bench_idle(tool: Tool, personas: int, window: float, settle: float, server: 
                 "held_at_end": sum(1 for r in log if r["status"] is None),
                 "idle_notify_queries": [r["query"] for r in log if r["path"] == "/api/notify/pending"],
                 "cpu_seconds_per_minute": None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) * scale,
+                # schedstat: ns on a CPU and times scheduled in, every thread (the clock ticks above round
+                # an idle minute's few milliseconds to 0 or 10 ms)
+                "cpu_ms_per_minute": (sched1[0] - sched0[0]) / 1e6 * scale,
+                "wakeups_per_minute": (sched1[1] - sched0[1]) * scale,
                 "vm_hwm_kib": mem.get("VmHWM"), "vm_rss_kib": mem.get("VmRSS"),
                 "maxrss_kib": p.rusage.ru_maxrss if p.rusage else None,
                 "startup_kinds": startup_kinds, "idle_kinds": dict(idle_kinds),
@@ -453,9 +457,9 @@ def report_idle(results: list[dict], tools: dict[str, Tool]) -> None:
     window = results[0]["window"]
     scaled = "" if window == 60 else f", counted over {window:g} s and scaled x{60 / window:g} to per minute"
     print(f"\n### Requests per idle minute, all-personas mode{scaled}\n")
-    print("| tool | personas | notify/pending | inbox | personas | other | total / min | CPU s / min | "
-          "time to arm | startup requests | target: flat |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| tool | personas | notify/pending | inbox | personas | other | total / min | CPU ms / min | "
+          "times scheduled in / min | time to arm | startup requests | target: flat |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in tools:
         rows = [r for r in results if r["tool"] == key]
         # One long-poll per 50 s hold and nothing else: at most ceil(window / 50) arrivals in the window.
@@ -466,11 +470,37 @@ def report_idle(results: list[dict], tools: dict[str, Tool]) -> None:
         for j, r in enumerate(rows):
             pm = r["per_minute"]
             other = sum(v for k, v in pm.items() if k not in ("/api/notify/pending", "/api/inbox", "/api/personas"))
-            cpu = "-" if r["cpu_seconds_per_minute"] is None else f"{r['cpu_seconds_per_minute']:.2f}"
             print(f"| {tools[key].label} | {r['personas']:,} | {pm.get('/api/notify/pending', 0):g} | "
                   f"{pm.get('/api/inbox', 0):g} | {pm.get('/api/personas', 0):g} | {other:g} | "
-                  f"{r['per_minute_total']:g} | {cpu} | {r['arm_seconds']:.1f} s | "
+                  f"{r['per_minute_total']:g} | {r['cpu_ms_per_minute']:.1f} | {r['wakeups_per_minute']:.0f} | "
+                  f"{r['arm_seconds']:.1f} s | "
                   f"{sum(r['startup_requests'].values())} | {verdict(flat) if j == len(rows) - 1 else ''} |")
+
+
+def report_side_by_side(lat: list[dict], idle: list[dict], tools: dict[str, Tool]) -> None:
+    """Issue 28's comparison in one table: idle CPU and wake-ups per minute at each size, and wake p50."""
+    if not lat or not idle:
+        return
+    sizes = sorted({r["personas"] for r in idle})
+    print("\n### Idle cost and wake latency, side by side (one run)\n")
+    head = " | ".join(f"idle CPU ms / min, {n:,} | times scheduled in / min, {n:,}" for n in sizes)
+    print(f"| tool | {head} | wake p50 (pooled) |")
+    print("|---|" + "---|" * (2 * len(sizes) + 1))
+    by: dict[str, dict[int, dict]] = {k: {r["personas"]: r for r in idle if r["tool"] == k} for k in tools}
+    p50 = {k: percentile([x for r in lat if r["tool"] == k for x in r["latencies"]], 0.5) for k in tools
+           if any(r["tool"] == k and r["latencies"] for r in lat)}
+    for key, tool in tools.items():
+        cells = " | ".join(f"{by[key][n]['cpu_ms_per_minute']:.1f} | {by[key][n]['wakeups_per_minute']:.0f}"
+                           if n in by[key] else "- | -" for n in sizes)
+        print(f"| {tool.label} | {cells} | {ms(p50.get(key))} |")
+    if "ours" in tools and "ref" in tools:
+        worse = [n for n in sizes if n in by["ours"] and n in by["ref"]
+                 and by["ours"][n]["cpu_ms_per_minute"] > by["ref"][n]["cpu_ms_per_minute"]]
+        ratio = p50["ours"] / p50["ref"] if p50.get("ours") and p50.get("ref") else None
+        print(f"\nIdle CPU no worse than the reference's at every size: {verdict(not worse)}"
+              f"{f' (worse at {worse})' if worse else ''}; wake p50 ours / reference: "
+              f"{'-' if ratio is None else f'{ratio:.2f}x'}. CPU and times scheduled in are "
+              f"/proc/<pid>/task/*/schedstat over the idle window, every thread, scaled to a minute.")
 
 
 def report_memory(results: list[dict], tools: dict[str, Tool]) -> None:
@@ -576,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         idle.sort(key=lambda r: (list(tools).index(r["tool"]), r["personas"]))
         report_idle(idle, tools)
         report_memory(idle, tools)
+        report_side_by_side(lat, idle, tools)
     report_behaviour(lat, idle, tools)
     if args.json:
         Path(args.json).write_text(json.dumps({"latency": lat, "idle": idle, "gaps": gaps}, indent=1))
