@@ -21,6 +21,10 @@ run), with NDJSON on a stdout pipe that a reader thread timestamps line by line 
     counted by path and scaled to one minute. Target: flat in the persona count (one long-poll per hold).
 (3) Peak memory: VmHWM from /proc/<pid>/status at the end of the idle window, and ru_maxrss from
     wait4() after the tool exits. Target (1,000 personas) <= 60 MiB.
+(4) Idle cost: in the same idle window, CPU time and times scheduled in (wake-ups) of every thread
+    (/proc/<pid>/task/*/schedstat), scaled to a minute, printed side by side with the wake p50 (issue 28:
+    idle CPU no worse than the reference's with 1 and 1,000 personas, wake latency unchanged or better).
+    `--before-exe PATH` adds kijito-pull at another commit as a third tool, for a before / after in one run.
 
     .venv/bin/python bench/bench_watch.py                     # full run (100 messages, 60 s windows)
     .venv/bin/python bench/bench_watch.py --quick             # 20 messages, 20 s windows (scaled to /min)
@@ -29,6 +33,9 @@ run), with NDJSON on a stdout pipe that a reader thread timestamps line by line 
                                    # the side-by-side ratio: the tools alternate, order flipped each round
     .venv/bin/python bench/bench_watch.py --only latency --server plain --messages 40 --strace /tmp/tr
                                    # what each tool does per wake: requests, syscalls, thread hops
+    .venv/bin/python bench/bench_watch.py --server plain --sizes 1,1000 --messages 40 --rounds 2 \
+        --before-exe /tmp/kp-before --before-label 6437a94
+                                   # idle cost and wake p50 side by side, with kijito-pull at 6437a94 too
 
 Requests per wake are counted by the server; with `--strace DIR` each latency run is also traced
 (`strace -f`, attached after arming, detached before the tool stops; bench/stracewake.py reads it):
@@ -115,6 +122,17 @@ class Ours(Tool):
     def env(self, api_base, tmp):
         return {**super().env(api_base, tmp), "KIJITO_PULL_STATE_DIR": str(tmp / "state"),
                 "KIJITO_PULL_CONFIG": str(tmp / "no-config.toml")}
+
+
+class Before(Ours):
+    """kijito-pull at another commit (`--before-exe`: e.g. a wrapper running `python -m kijito_pull` from a
+    worktree of that commit), so a change is measured beside the code it replaces in the same run."""
+
+    key = "before"
+
+    def __init__(self, exe: str, label: str):
+        super().__init__(exe)
+        self.label = label
 
 
 class Reference(Tool):
@@ -551,6 +569,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ours-exe", default=str(REPO / ".venv" / "bin" / "kijito-pull"))
     parser.add_argument("--ref-exe", default=str(REFERENCE_EXE),
                         help="the reference's console script (default: where scripts/install-reference puts it)")
+    parser.add_argument("--before-exe", metavar="PATH",
+                        help="also run kijito-pull from another commit (an executable taking kijito-pull's "
+                             "arguments), as a third tool")
+    parser.add_argument("--before-label", default="the base commit", metavar="TEXT",
+                        help="how the tables name --before-exe's commit")
     parser.add_argument("--server", choices=("sandbox", "plain"), default="sandbox",
                         help="the fake server both tools talk to: sandbox (kijito_pull/sandbox, default) or "
                              "plain (bench/plainserver.py: bare and in-memory, so the clients are measured)")
@@ -566,6 +589,10 @@ def main(argv: list[str] | None = None) -> int:
     window = args.idle_seconds or (20.0 if args.quick else 60.0)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     available = {"ours": Ours(args.ours_exe), "ref": Reference(args.ref_exe)}
+    if args.before_exe:
+        available["before"] = Before(args.before_exe, f"kijito-pull watch at {args.before_label}")
+        if "before" not in args.tools.split(","):
+            args.tools += ",before"
     tools = {k: available[k] for k in args.tools.split(",") if k}
     for tool in tools.values():
         if not Path(tool.exe).exists():
