@@ -24,7 +24,10 @@ run), with NDJSON on a stdout pipe that a reader thread timestamps line by line 
 (4) Idle cost: in the same idle window, CPU time and times scheduled in (wake-ups) of every thread
     (/proc/<pid>/task/*/schedstat), scaled to a minute, printed side by side with the wake p50 (issue 28:
     idle CPU no worse than the reference's with 1 and 1,000 personas, wake latency unchanged or better).
-    `--before-exe PATH` adds kijito-pull at another commit as a third tool, for a before / after in one run.
+    `--before-exe PATH` adds kijito-pull at another commit as a third tool, for a before / after in one run:
+    e.g. a shell script `PYTHONPATH=DIR exec .venv/bin/python -P -m kijito_pull "$@"` over
+    `git archive COMMIT kijito_pull | tar -x -C DIR` (-P: else `-m` puts the working directory, this
+    checkout, first on sys.path, and the "before" tool silently runs today's code).
 
     .venv/bin/python bench/bench_watch.py                     # full run (100 messages, 60 s windows)
     .venv/bin/python bench/bench_watch.py --quick             # 20 messages, 20 s windows (scaled to /min)

@@ -52,11 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_consumer(p)
     options.add_on_reset(p)
     options.add_max_attempts(p)
-    options.add_source(p)  # with it: the personas' Redis streams, woken by XREAD BLOCK (cli/fleet.py)
+    options.add_source(p)  # with it: the personas' Redis streams, woken by XREAD BLOCK (watch_source)
 
     poll = p.add_argument_group("polling")
     poll.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",
-                      help="long-poll hold asked of notify/pending (default 50; 0 = interval polling)")
+                      help="long-poll hold asked of notify/pending (default 50; 0 = interval polling); with "
+                           "--source, how long one XREAD BLOCK holds (1 at least)")
     poll.add_argument("--poll-seconds", type=_positive_int, default=60, metavar="SECONDS",
                       help="interval when the server does not long-poll (default 60)")
     poll.add_argument("--resync-every", type=_positive_int, default=10, metavar="N",
