@@ -460,18 +460,20 @@ def report_latency(results: list[dict], tools: dict[str, Tool], gaps: list[float
     print("\nThe gap is the pause between reading one message's event line and sending the next. Requests are "
           "those that arrived from the first send to 0.2 s after the last `new` line (the next hold included); CPU is "
           "the tool's, all threads, over the same window (/proc/<pid>/task/*/schedstat).")
-    if "ours" in tools and "ref" in tools:
+    for other in ("ref", "before"):
+        if "ours" not in tools or other not in tools:
+            continue
         rounds = sorted({r.get("round", 0) for r in results})
         ratios = []
         for k in rounds:
             pair = {r["tool"]: r for r in results if r.get("round", 0) == k}
-            if pair.get("ours", {}).get("p50") and pair.get("ref", {}).get("p50"):
-                ratios.append(pair["ours"]["p50"] / pair["ref"]["p50"])
-        pooled = {key: [x for r in results if r["tool"] == key for x in r["latencies"]] for key in ("ours", "ref")}
-        if ratios and pooled["ours"] and pooled["ref"]:
-            p_ours, p_ref = percentile(pooled["ours"], 0.5), percentile(pooled["ref"], 0.5)
-            print(f"\np50 ratio ours / reference: per round {', '.join(f'{x:.2f}x' for x in ratios)}; pooled "
-                  f"over {len(rounds)} round(s) {ms(p_ours)} / {ms(p_ref)} = **{p_ours / p_ref:.2f}x**")
+            if pair.get("ours", {}).get("p50") and pair.get(other, {}).get("p50"):
+                ratios.append(pair["ours"]["p50"] / pair[other]["p50"])
+        pooled = {key: [x for r in results if r["tool"] == key for x in r["latencies"]] for key in ("ours", other)}
+        if ratios and pooled["ours"] and pooled[other]:
+            p_ours, p_other = percentile(pooled["ours"], 0.5), percentile(pooled[other], 0.5)
+            print(f"\np50 ratio ours / {tools[other].label}: per round {', '.join(f'{x:.2f}x' for x in ratios)}; "
+                  f"pooled over {len(rounds)} round(s) {ms(p_ours)} / {ms(p_other)} = **{p_ours / p_other:.2f}x**")
 
 
 def report_idle(results: list[dict], tools: dict[str, Tool]) -> None:
