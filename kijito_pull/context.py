@@ -132,21 +132,30 @@ class Settings:
             raise config.ConfigError(f"max_attempts must be a whole number from 0 to 1000, not {str(value)[:20]!r}")
         return value
 
-    @functools.cached_property
-    def mark_read(self) -> bool:
-        """Mark confirmed mail read on the server (--mark-read, else $KIJITO_PULL_MARK_READ, else the config
-        file's mark_read, else off): core/receipts.py."""
+    def mark_read(self, persona: str) -> bool:
+        """Mark `persona`'s confirmed mail read on the server: `mark_read_origin`'s answer."""
+        return self.mark_read_origin(persona)[0]
+
+    def mark_read_origin(self, persona: str) -> tuple[bool, str]:
+        """(whether `persona`'s confirmed mail is marked read on the server, what said so): --mark-read, else
+        $KIJITO_PULL_MARK_READ, else the config file's `[personas.PERSONA] mark_read`, else its `mark_read`,
+        else off (core/receipts.py; docs/delivery.md, "Read receipts")."""
         if self.flags.mark_read is not None:
-            return self.flags.mark_read
+            return self.flags.mark_read, "--mark-read"
         raw = self.environ.get(receipts.ENV, "").strip().lower()
         if raw:
             if raw not in ("1", "true", "yes", "0", "false", "no"):
                 raise config.ConfigError(f"${receipts.ENV} must be 1/true/yes or 0/false/no, not {raw[:20]!r}")
-            return raw in ("1", "true", "yes")
-        value = self.file.get("mark_read", False)
+            return raw in ("1", "true", "yes"), f"${receipts.ENV}"
+        own = config.persona_setting(self.file, persona, "mark_read")
+        if own is not None:
+            return own, f"the config file's [personas.{persona}] mark_read"
+        value = self.file.get("mark_read")
+        if value is None:
+            return False, "the default (no mark_read setting)"
         if not isinstance(value, bool):
             raise config.ConfigError(f"mark_read must be true or false, not {str(value)[:20]!r}")
-        return value
+        return value, "the config file's mark_read"
 
     @property
     def source_asked(self) -> tuple[str, str | None]:
@@ -248,9 +257,12 @@ class Context:
         return StateStore(*s.paths.cursor_files(s.api_base, persona, s.consumer), root=s.paths.state_dir,
                           identity={"api_base": s.api_base, "persona": persona, "consumer": s.consumer})
 
-    def engine(self, persona: str, **options: Any) -> Engine | receipts.ReadReceipts | Any:
+    def engine(self, persona: str, *, reads_for_model: bool = True,
+               **options: Any) -> Engine | receipts.ReadReceipts | Any:
         """`options` are the Engine's own (max_replay, page_budget, lock_timeout, progress, ...).
-        With a Redis source, that source instead (its own options: consumer, claim_after, max_attempts)."""
+        With a Redis source, that source instead (its own options: consumer, claim_after, max_attempts).
+        With read receipts on for `persona`, the engine marks confirmed mail read (core/receipts.py), unless
+        `reads_for_model` is False: the relay, whose taking is no model's (its receipt is the group's XACK)."""
         config.validate_persona(persona)
         if self.settings.source is not None:
             return self.redis_source(persona)
@@ -259,7 +271,12 @@ class Context:
         options.setdefault("notify_client", self.new_client)  # the wake's long-poll holds its own connection
         engine = Engine(self.client, self.store(persona), self.factory, persona=persona,
                         consumer=self.settings.consumer, **options)
-        return receipts.ReadReceipts(engine, self.client) if self.settings.mark_read else engine
+        if not reads_for_model:
+            return engine
+        if self.settings.mark_read(persona):
+            return receipts.ReadReceipts(engine, self.client)
+        receipts.withdraw(engine.store.path)  # a receipts marker left from when they were on is taken back
+        return engine
 
     def redis_source(self, persona: str) -> Any:
         from kijito_pull.sources import redis_streams

@@ -2,7 +2,7 @@
 
 (i) The layers, read statically (every import in every file, function-level ones included):
     core/ imports nothing from sinks/, sources/, watch/, harnesses/ or cli/; sinks/ and sources/ import
-    only core/; watch/ imports only core/ and sinks/.
+    only core/; watch/ imports only core/ and sinks/; dashboard/ only core/ and watch/.
 (ii) The hook fast gate imports only the standard library: a real `kijito-pull hook NAME` in a project
     that has not opted in, for every hook in the registry, loads no third-party module, nothing heavy
     from the standard library, and of kijito_pull only the gate itself and the registry's cheap parts.
@@ -30,8 +30,9 @@ LAYERS = {
     "sinks": {"core"},
     "sources": {"core"},
     "watch": {"core", "sinks"},
+    "dashboard": {"core", "watch"},
 }
-GUARDED = ("core", "sinks", "sources", "watch", "harnesses", "cli")
+GUARDED = ("core", "sinks", "sources", "watch", "dashboard", "harnesses", "cli")
 
 
 def imported_modules(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:

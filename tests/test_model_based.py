@@ -27,7 +27,7 @@ The model is the set of ids sent to the persona. Checked after every pull:
 * corrupt state is announced as `state_corrupt` and never treated as a first run;
 * a pin raises exactly one `alert`, and its release exactly one `recovered`;
 * a newest page that fails changes nothing; a peek changes nothing;
-* an untrustworthy answer (an id outside 1..2**63-1, another persona stated) delivers nothing: on the
+* an untrustworthy answer (an id outside 0..2**63-1, another persona stated) delivers nothing: on the
   newest page it pins a cursor (or, with none to pin, fails the pull and changes nothing);
 * after any honest, complete pull (no fault, accepting consumer, enough page budget) nothing sent
   is pending, and a second honest pull delivers nothing.
@@ -92,7 +92,7 @@ FAILURES = (
     "row_not_object", "from_not_string", "content_not_string", "read_not_bool",
 )
 # Untrustworthy answers (shared/design.md): they parse, but cannot be believed; nothing from them is delivered.
-DISTRUSTS = ("id_negative", "id_zero", "id_overflow", "id_huge", "persona_other")
+DISTRUSTS = ("id_negative", "id_overflow", "id_huge", "persona_other")
 FAULTS = LIES + FAILURES + DISTRUSTS
 
 CORRUPTIONS = ("truncate", "garbage", "wrong_identity", "wrong_types", "not_object", "schema_bool",
@@ -109,7 +109,7 @@ class WindowedInbox:
 
     def __init__(self) -> None:
         self.rows: dict[int, dict[str, Any]] = {}  # id -> {"to", "from", "content", "created", "read"}
-        self.next_id = 1
+        self.next_id = 0  # Kijito's ids start at 0: a new account's first message is id 0
         self.limit = 5
         self.budget = 100_000
         self.plan: dict[int, str] = {}
@@ -231,8 +231,8 @@ class WindowedInbox:
         rows = [dict(r) for r in env["result"]]
         if fault == "persona_other":
             return {**env, "persona": "mallory", "result": [{**r, "persona": "mallory"} for r in rows]}
-        bad = rows[0] if rows else {"id": 0, "from": "x", "content": "", "created": "", "read": False}
-        bad["id"] = {"id_negative": -1, "id_zero": 0, "id_overflow": 2**63, "id_huge": 10**20}[fault]
+        bad = rows[0] if rows else {"id": -1, "from": "x", "content": "", "created": "", "read": False}
+        bad["id"] = {"id_negative": -1, "id_overflow": 2**63, "id_huge": 10**20}[fault]
         return {**env, "result": [bad, *rows[1:]]}
 
     def _lie(self, fault: str, env: dict[str, Any], persona: str, before_id: int | None) -> dict[str, Any]:
@@ -496,7 +496,7 @@ class EngineModel(RuleBasedStateMachine):
         first_time = [i for i in taken if i not in delivered_before]
         if pull.mode == NORMAL and prior_pin is None and not pull.pinned and first_time:
             above_pin = set(loaded.state.delivered_above)
-            floor = max((i for i in since_corrupt_before if i not in above_pin), default=0)
+            floor = max((i for i in since_corrupt_before if i not in above_pin), default=-1)  # ids start at 0
             assert min(first_time) > floor, (
                 f"first delivery of {min(first_time)} after {floor} with no pin and no damage")
 

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from kijito_pull.context import Context, Settings
+from kijito_pull.core import overview
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError
@@ -22,8 +23,7 @@ def _each_persona(settings: Settings, env: Environment, rows_of) -> list[dict[st
     with Context(settings) as ctx:
         for persona in settings.personas:
             try:
-                rows += [{"persona": persona, "source": ctx.redis_source(persona).where, **row}
-                         for row in rows_of(ctx.redis_source(persona))]
+                rows += rows_of(persona, ctx.redis_source(persona))
             except ApiError as exc:
                 env.error(f"{persona}: {exc}")
                 return None
@@ -32,7 +32,7 @@ def _each_persona(settings: Settings, env: Environment, rows_of) -> list[dict[st
 
 def status(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
     """Each group of each persona's stream: lag (entries not yet read by the group), pending entries, holders."""
-    rows = _each_persona(settings, env, lambda source: source.lag())
+    rows = _each_persona(settings, env, overview.group_rows)  # the dashboard's rows too
     if rows is None:
         return ExitCode.SOURCE_FAILED
     if args.consumer:
@@ -53,9 +53,10 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
     """The group's parked mail (the dead-letter stream); `--retry ID` gives it back to that one group."""
     if args.retry is not None:
         return _retry(args, env, settings)
-    rows = _each_persona(settings, env, lambda source: [
-        {"consumer": f["group"], "id": int(f["kid"]), "since": f.get("since"), "attempts": int(f.get("attempts", 0)),
-         "reason": f.get("reason", ""), "retry": False} for f in source.parked(every_group=not args.consumer)])
+    rows = _each_persona(settings, env, lambda persona, source: [
+        {"persona": persona, "source": source.where, "consumer": f["group"], "id": int(f["kid"]),
+         "since": f.get("since"), "attempts": int(f.get("attempts", 0)), "reason": f.get("reason", ""),
+         "retry": False} for f in source.parked(every_group=not args.consumer)])
     if rows is None:
         return ExitCode.SOURCE_FAILED
     for row in rows:

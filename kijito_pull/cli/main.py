@@ -29,7 +29,7 @@ COMMANDS = {
     "optin": "optin_cmd", "sandbox": "sandbox_cmd", "demo": "demo_cmd", "hook": "hook_cmd",
     "session": "lifecycle_cmd", "completion": "completion_cmd", "doctor": "doctor_cmd",
     "install": "install_cmd", "uninstall": "install_cmd", "parked": "parked_cmd", "exec": "exec_cmd",
-    "relay": "relay_cmd",
+    "relay": "relay_cmd", "track": "track_cmd", "dashboard": "dashboard_cmd",
 }
 
 # Commands that send no request to a Kijito API: they take -q but no -v, whose one job is logging requests.

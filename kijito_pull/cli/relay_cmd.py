@@ -166,7 +166,8 @@ def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: t
     with Context(settings) as ctx:
         watcher = Watcher(
             client=ctx.client, notify_client=ctx.new_client(), factory=ctx.factory, sink=sink, stop=stop,
-            make_engine=lambda persona: ctx.engine(persona), personas=settings.personas if args.persona else (),
+            make_engine=lambda persona: ctx.engine(persona, reads_for_model=False),  # never a receipt
+            personas=settings.personas if args.persona else (),
             options=WatchOptions(consumer=settings.consumer, wait=args.wait, poll_seconds=args.poll_seconds,
                                  all_personas=not args.persona, stranded_alerts=False, urgent_alerts=False),
             errors=env.stderr, ops=ops)

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from kijito_pull.cli import options
-from kijito_pull.core import lockholder
+from kijito_pull.core import overview
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
-from kijito_pull.core.state import CursorState, StateError, StateStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,46 +26,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per cursor, one per line")
     options.add_source(parser)  # with it: each group's lag, pending entries and holders, from Redis
     parser.set_defaults(run=run)
-
-
-def _describe(state_file: Path) -> dict[str, Any]:
-    """Read one state file's identity without trusting it, then load it through the real validator."""
-    try:
-        store = StateStore.existing(state_file)
-    except StateError as exc:
-        return {"file": str(state_file), "status": "corrupt", "reason": str(exc)}
-    identity = store.identity
-    loaded = store.load()
-    row: dict[str, Any] = {"api_base": identity["api_base"], "persona": identity["persona"],
-                           "consumer": identity["consumer"], "file": str(state_file)}
-    if loaded.corrupt_reason:
-        row.update(status="corrupt", reason=loaded.corrupt_reason)
-    else:
-        state = loaded.state
-        assert state is not None
-        row.update(status="pinned" if state.pin else "ok", cursor=state.cursor,
-                   delivered_above=len(state.delivered_above), pin=state.pin, pending=_pending(state),
-                   restored=loaded.restored)  # why the file was damaged, when read from its last good copy
-    written = store.lock_holder()
-    if written is None:
-        row["lock"] = "free"
-    else:  # the pid the locker wrote may have exited, leaving the lock to a child that inherited it
-        held = lockholder.holder(store.lock_path, written)
-        row["lock"] = {"held_by_pid": held.pid, "holder": held.describe()}
-    return row
-
-
-def _pending(state: CursorState) -> list[dict[str, Any]]:
-    """Hand-overs to agent sessions not yet confirmed, one row per holder (None: released, unseen again)."""
-    by_holder: dict[str | None, dict[str, Any]] = {}
-    for ident, entry in sorted(state.pending.items()):
-        row = by_holder.setdefault(entry.holder, {"holder": entry.holder, "ids": [], "since": entry.since,
-                                                  "until": entry.until, "handovers": 0})
-        row["ids"].append(ident)
-        row["handovers"] = max(row["handovers"], entry.count)
-        if entry.since and (row["since"] is None or entry.since < row["since"]):
-            row["since"] = entry.since
-    return list(by_holder.values())
 
 
 def _pending_text(rows: list[dict[str, Any]]) -> str:
@@ -89,12 +47,9 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
 
         return fleet.status(args, env, settings)
     directory = Paths(env.environ).cursors_dir
-    rows = [_describe(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
-    if args.persona:
-        rows = [r for r in rows if r.get("persona") in args.persona]
     if args.consumer:
-        options.settings(args, env).consumer  # noqa: B018 - validates --consumer
-        rows = [r for r in rows if r.get("consumer") == args.consumer]
+        settings.consumer  # noqa: B018 - validates --consumer
+    rows = overview.cursor_rows(directory, args.persona, args.consumer)  # the dashboard's rows too
     if args.json:
         for row in rows:
             env.stdout.write(json.dumps(row) + "\n")

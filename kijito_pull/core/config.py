@@ -33,7 +33,10 @@ _HEADER_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 # Settings the file may carry, all strings: a wrong type is reported here, not as a crash where it is used.
 _STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer", "on_reset")
 #: Every key the config file may carry (docs/configuration.md); `doctor` names the others as ignored.
-KNOWN_KEYS = (*_STRING_SETTINGS, "max_stop_blocks", "max_attempts", "mark_read")
+KNOWN_KEYS = (*_STRING_SETTINGS, "max_stop_blocks", "max_attempts", "mark_read", "personas")
+#: What a persona's own table may set (`[personas.river]`): choices an operator makes once per persona,
+#: honoured by every entry point of that persona on this machine (docs/delivery.md, "Read receipts").
+PERSONA_KEYS = ("mark_read",)
 
 CONFIG_TOKEN_SOURCE = "config file token_file"  # how errors name a token file the config file gave
 
@@ -174,7 +177,32 @@ def load_config_file(environ: Mapping[str, str]) -> dict[str, Any]:
     for key in _STRING_SETTINGS:
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"config file {path}: {key} must be a quoted string, e.g. {key} = \"...\"")
+    _check_persona_tables(path, data.get("personas"))
     return data
+
+
+def _check_persona_tables(path: Path, tables: Any) -> None:
+    """`[personas.NAME]` tables: each a table of PERSONA_KEYS with the right types, named by a valid persona."""
+    if tables is None:
+        return
+    if not isinstance(tables, dict):
+        raise ConfigError(f"config file {path}: personas must be tables, e.g. [personas.river] then mark_read = true")
+    for name, table in tables.items():
+        validate_persona(name)
+        if not isinstance(table, dict):
+            raise ConfigError(f"config file {path}: [personas.{name}] must be a table, e.g. mark_read = true")
+        for key, value in table.items():
+            if key not in PERSONA_KEYS:
+                raise ConfigError(f"config file {path}: [personas.{name}] {key[:40]!r} is not a per-persona "
+                                  f"setting (known: {', '.join(PERSONA_KEYS)})")
+            if key == "mark_read" and not isinstance(value, bool):
+                raise ConfigError(f"config file {path}: [personas.{name}] mark_read must be true or false")
+
+
+def persona_setting(data: Mapping[str, Any], persona: str, key: str) -> Any:
+    """The config file's `[personas.PERSONA]` value of `key` (None when the persona's table does not set it)."""
+    table = (data.get("personas") or {}).get(persona)
+    return table.get(key) if isinstance(table, dict) else None
 
 
 @dataclass(frozen=True)

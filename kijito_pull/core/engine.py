@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from kijito_pull.core import directory
+from kijito_pull.core import confirmations, directory
 from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.cursorfields import fingerprint
 from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy
@@ -113,10 +113,13 @@ class Engine:
                 return  # absent or damaged: nothing is pending; a later pull re-delivers what is visible
             entries = dict(state.pending)
             above = set(state.delivered_above)
+            holders: dict[int, str] = {}
             for i in confirmed:
                 if i > state.cursor:
                     above.add(i)
-                entries.pop(i, None)
+                entry = entries.pop(i, None)
+                if entry is not None:
+                    holders[i] = entry.holder or holder
             for i in released:
                 entry = entries.get(i)
                 if entry is not None and entry.held_by(holder):
@@ -129,6 +132,7 @@ class Engine:
             after = dataclasses.replace(state, delivered_above=sorted(above), pending=entries)
             if after != state:
                 self.store.save(after)
+            confirmations.note(self.store.path, holders)  # when, for `track` (core/confirmations.py)
 
     def held_by(self, holder: str) -> list[int]:
         """The ids pending with `holder` now (briefly under the lock; no request is sent)."""

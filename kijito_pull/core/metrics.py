@@ -1,14 +1,16 @@
 """The operator's view of a long-running command (`relay`, `watch`): Prometheus metrics, `/healthz`, and
 systemd's STATUS and watchdog (core/sdnotify.py), fed by one `Metrics` object (docs/fleets.md).
 
-The command reports what happened: `pulled(persona, report)` after each pass (messages delivered and
-parked), `relayed(persona)` for each message a relay appended, `succeeded()` after each good read of
-its source, `failed(kind)` after each failed one, `groups(persona, rows)` with each consumer group's lag
+The command reports what happened: `pulled(persona, report)` after each pass (messages delivered,
+parked and confirmed, and the hand-overs still held unconfirmed when it closed), `relayed(persona)` for
+each message a relay appended, `succeeded()` after each good read of its source, `failed(kind)` after
+each failed one, `groups(persona, rows)` with each consumer group's lag
 and pending count. `serve(host, port)` then answers on one port:
 
     /metrics   the Prometheus text format (prometheus_client, the optional extra kijito-pull[metrics]):
                kijito_pull_messages_relayed_total{persona}, kijito_pull_messages_delivered_total{persona},
-               kijito_pull_messages_parked_total{persona}, kijito_pull_source_errors_total{kind},
+               kijito_pull_messages_parked_total{persona}, kijito_pull_messages_confirmed_total{persona},
+               kijito_pull_handovers_held{persona}, kijito_pull_source_errors_total{kind},
                kijito_pull_group_lag{persona,group}, kijito_pull_group_pending{persona,group},
                kijito_pull_last_success_timestamp_seconds, kijito_pull_build_info{version,command}
     /healthz   200 "ok ..." while the last source success is at most `stale_after` seconds old, else 503
@@ -62,7 +64,7 @@ class Metrics:
         self.last_success: float | None = None
         self.last_activity = clock()
         self.last_error: str | None = None
-        self.counts = {"relayed": 0, "delivered": 0, "parked": 0, "errors": 0}
+        self.counts = {"relayed": 0, "delivered": 0, "parked": 0, "confirmed": 0, "errors": 0}
         self._lock = threading.Lock()
         self._prom: dict[str, Any] | None = None
         self._registry: Any = None
@@ -81,9 +83,13 @@ class Metrics:
         self._count("relayed", "messages_relayed", persona, n)
 
     def pulled(self, persona: str, report: Any) -> None:
-        """One pass (a core.delivery.PullReport): its delivered and parked messages."""
+        """One pass (a core.delivery.PullReport): its delivered, parked and confirmed messages (hand-overs to an
+        agent session its harness's record showed the model has), and the hand-overs still held unconfirmed."""
         self._count("delivered", "messages_delivered", persona, len(report.delivered))
         self._count("parked", "messages_parked", persona, len(report.parked))
+        self._count("confirmed", "messages_confirmed", persona, len(report.confirmed))
+        if self._prom:
+            self._prom["held"].labels(persona=persona).set(len(report.held))
 
     def succeeded(self) -> None:
         with self._lock:
@@ -183,6 +189,11 @@ class Metrics:
                                                "consumer and acknowledged", by_persona, registry=registry),
             "messages_parked": prom.Counter(f"{PREFIX}_messages_parked", "Messages parked as poison mail "
                                             "(kijito-pull parked lists them)", by_persona, registry=registry),
+            "messages_confirmed": prom.Counter(f"{PREFIX}_messages_confirmed", "Hand-overs to an agent session "
+                                               "that the harness's own record confirmed (the model has them)",
+                                               by_persona, registry=registry),
+            "held": prom.Gauge(f"{PREFIX}_handovers_held", "Hand-overs to agent sessions still unconfirmed when "
+                               "the persona's last pass closed", by_persona, registry=registry),
             "errors": prom.Counter(f"{PREFIX}_source_errors", "Failed reads or writes of the source, by kind",
                                    ("kind",), registry=registry),
             "lag": prom.Gauge(f"{PREFIX}_group_lag", "Stream entries not yet read by the consumer group",

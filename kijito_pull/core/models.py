@@ -42,8 +42,9 @@ NO_ANSWER = NoAnswer()
 INEXACT = "inexact"
 
 
-#: The id range the contract accepts (docs/server-api.md): positive integers that fit a signed 64-bit value.
-MIN_ID = 1
+#: The id range the contract accepts (docs/server-api.md): integers from 0 that fit a signed 64-bit value.
+#: Kijito's ids start at 0: a new account's first message is id 0 (and an empty inbox's cursor sits below it).
+MIN_ID = 0
 MAX_ID = 2**63 - 1
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kijito_pull.core import confirmations
 from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.cursorfields import RECENT_LIMIT, fingerprint
 from kijito_pull.core.models import InboxPage, Message
@@ -128,6 +129,9 @@ class Pull(HoldingPull):
     def ack_all(self, messages: Iterable[Message]) -> None:
         """`ack` for several messages at once (one durable record)."""
         ids = {m.id for m in messages}
+        # Hand-overs to a session confirmed now (a pending entry acknowledged): logged once saved, for `track`.
+        holders = {i: e.holder or (self._holder.key if self._holder else "") for i in ids
+                   if (e := self._entries.get(i)) is not None and (e.holder or self._holder)}
         for i in ids:
             self._entries.pop(i, None)
             self._failures.pop(i, None)
@@ -149,6 +153,8 @@ class Pull(HoldingPull):
             self._persist(final=True)
         elif not self._engine.store.journal_acks(sorted(taken)):
             self._persist(final=False)
+        if holders and not self._peek:
+            confirmations.note(self._engine.store.path, holders)
 
     def _advance(self) -> None:
         while self._next < len(self._order) and self._order[self._next] in self._acked:

@@ -20,18 +20,25 @@ answer that cannot be trusted) changes nothing there and is simply tried again a
 it costs at most a duplicate on a fresh runner, never a loss, and never fails the pull itself (the
 consumer already has its mail). The last failure is kept in `problem` for `status` and the caller.
 
-Not the default: other tools (people, dashboards) read the same flag.
+Not the default: other tools (people, dashboards) read the same flag. An operator turns receipts on once
+per persona (config `[personas.NAME] mark_read = true`), and every entry point of that persona honours it.
+
+A sender can wait for the receipt (`kijito-pull send --wait seen`, core/journey.py). So that it can tell
+a recipient that emits none from one that has not confirmed yet, each cursor that emits receipts publishes
+a marker beside its file (`<cursor>.receipts`, 0600, written before its first pull with receipts on), and a
+cursor pulled with receipts off takes its marker back (`withdraw`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from kijito_pull.core.files import open_regular
+from kijito_pull.core.files import ensure_private_dir, open_regular
 from kijito_pull.core.models import ApiError, InboxPage
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.source import OpenPull
@@ -39,6 +46,34 @@ from kijito_pull.core.state import StateError
 
 MAX_MARK_PAGES = 50  # windows one mark walks at most; the rest is reached by the next mark
 ENV = "KIJITO_PULL_MARK_READ"
+MARKER_SUFFIX = ".receipts"  # beside a cursor file: this cursor emits receipts (module docstring)
+
+
+def marker_path(cursor_file: Path) -> Path:
+    """Where the cursor of `cursor_file` says it emits receipts."""
+    return Path(str(cursor_file) + MARKER_SUFFIX)
+
+
+def publish(cursor_file: Path) -> None:
+    """Say that this cursor emits receipts (once; the file's first line is since when). Best effort."""
+    path = marker_path(cursor_file)
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.write(fd, time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()).encode("ascii"))
+        finally:
+            os.close(fd)
+
+
+def withdraw(cursor_file: Path) -> None:
+    """This cursor is pulled without receipts now: its marker, if any, goes. Best effort."""
+    with contextlib.suppress(OSError):
+        os.unlink(marker_path(cursor_file))
+
+
+def published(cursor_file: Path) -> bool:
+    """Does the cursor of `cursor_file` say it emits receipts?"""
+    return os.path.lexists(marker_path(cursor_file))
 
 
 class Marker(Protocol):
@@ -65,6 +100,11 @@ class ReadReceipts:
 
     @contextlib.contextmanager
     def open(self, peek: bool = False, holder: Holder | None = None) -> Iterator[OpenPull]:
+        if not peek:  # the marker before the cursor file: a sender never sees this cursor without it
+            store = self.engine.store
+            with contextlib.suppress(StateError):
+                ensure_private_dir(store.path.parent, store.root)
+            publish(store.path)
         with self.engine.open(peek=peek, holder=holder) as pull:
             yield pull
         if not peek:
@@ -133,7 +173,7 @@ class ReadReceipts:
         try:
             upto = self.cursor()
             done = self.marked()
-            if upto is None or upto <= 0 or (done is not None and done >= upto):
+            if upto is None or upto < 0 or (done is not None and done >= upto):
                 return True
             before = upto + 1
             for _ in range(self.max_pages):

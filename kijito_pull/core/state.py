@@ -33,7 +33,8 @@ from kijito_pull.core.models import MAX_ID
 SCHEMA = 1
 MAX_STATE_BYTES = 8 * 1024 * 1024
 MAX_DELIVERED_ABOVE = 200_000
-#: The cursor of an inbox seen empty: below every id the contract accepts (1..MAX_ID).
+#: The cursor of an inbox seen empty: below every id the contract accepts (0..MAX_ID), so a new account's
+#: first message, id 0, is above it.
 EMPTY_CURSOR = -1
 
 

@@ -21,7 +21,7 @@ MAX_LIMIT = 10_000
 MAX_WAIT = 60.0
 
 _DIGITS = re.compile(r"[0-9]+")
-_CURSOR = re.compile(r"c_([0-9]+)")
+_CURSOR = re.compile(r"c_(-1|[0-9]+)")  # -1: an account with no message yet
 
 Reply = tuple[int, dict[str, Any]]
 

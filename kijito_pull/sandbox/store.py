@@ -1,8 +1,8 @@
 """The sandbox's SQLite model: messages, the persona directory, and a change signal for long-polls.
 
 One connection, shared by every server thread and serialized by one lock, so the HTTP layer never
-has to think about SQLite threading. Message ids come from one account-global AUTOINCREMENT
-sequence, like the real service's SERIAL key.
+has to think about SQLite threading. Message ids come from one account-global sequence that starts
+at 0, as Kijito's does (a new account's first message is id 0); an id once taken is never reused.
 
 "Unread" everywhere means `read = 0` and not authored by the inbox's own persona: a sender's mail
 to itself never counts as unread for it (the contract's rule for notify/pending, applied
@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_persona_id ON messages (persona, id);
 -- Unread counts (every inbox page states the unread it did not show) read this index alone.
 CREATE INDEX IF NOT EXISTS messages_unread ON messages (persona, sender) WHERE read = 0;
+-- The next message id: one row, taken and raised under the store's lock (SQLite's AUTOINCREMENT starts at 1).
+CREATE TABLE IF NOT EXISTS id_sequence (next_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS personas (
     persona      TEXT    PRIMARY KEY,
     memory_count INTEGER NOT NULL DEFAULT 0
@@ -57,6 +59,12 @@ class Store:
             db_path if db_path else ":memory:", check_same_thread=False, isolation_level=None
         )
         self._conn.executescript(_SCHEMA)
+        if self._conn.execute("SELECT COUNT(*) FROM id_sequence").fetchone()[0] == 0:
+            # A database from before the sequence table: go on above every id it ever gave out.
+            (top,) = self._conn.execute(
+                "SELECT MAX(n) FROM (SELECT MAX(id) AS n FROM messages "
+                "UNION ALL SELECT seq FROM sqlite_sequence WHERE name = 'messages')").fetchone()
+            self._conn.execute("INSERT INTO id_sequence (next_id) VALUES (?)", (0 if top is None else top + 1,))
         self._changed = threading.Condition()
         self._max_id = self._query_max_id()
         self._closed = False
@@ -76,12 +84,12 @@ class Store:
         self, to: str, sender: str, content: str, urgent: bool = False, created: str | None = None
     ) -> int:
         with self._lock:
-            cur = self._conn.execute(
-                "INSERT INTO messages (persona, sender, content, created, read, urgent) "
-                "VALUES (?, ?, ?, ?, 0, ?)",
-                (to, sender, content, created or utc_now_iso(), 1 if urgent else 0),
+            mid = self._take_id_locked()
+            self._conn.execute(
+                "INSERT INTO messages (id, persona, sender, content, created, read, urgent) "
+                "VALUES (?, ?, ?, ?, ?, 0, ?)",
+                (mid, to, sender, content, created or utc_now_iso(), 1 if urgent else 0),
             )
-            mid = int(cur.lastrowid)
         with self._changed:
             self._max_id = max(self._max_id, mid)
             self._changed.notify_all()
@@ -90,11 +98,7 @@ class Store:
     def reserve_id(self) -> int:
         """Take the next id without making a message visible (a transaction that commits late)."""
         with self._lock:
-            cur = self._conn.execute(
-                "INSERT INTO messages (persona, sender, content, created) VALUES ('', '', '', '')")
-            mid = int(cur.lastrowid)
-            self._conn.execute("DELETE FROM messages WHERE id = ?", (mid,))
-        return mid
+            return self._take_id_locked()
 
     def send_as(self, mid: int, to: str, sender: str, content: str) -> int:
         """Make message `mid` (from `reserve_id`) visible now, below ids that were visible before it."""
@@ -107,12 +111,12 @@ class Store:
         return mid
 
     def forget_account(self) -> None:
-        """A server that lost the account: every message gone, ids start over from 1."""
+        """A server that lost the account: every message gone, ids start over from 0."""
         with self._lock:
             self._conn.execute("DELETE FROM messages")
-            self._conn.execute("DELETE FROM sqlite_sequence WHERE name = 'messages'")
+            self._conn.execute("UPDATE id_sequence SET next_id = 0")
         with self._changed:
-            self._max_id = 0
+            self._max_id = -1
             self._changed.notify_all()
 
     def add_persona(self, persona: str, memory_count: int = 0) -> None:
@@ -273,5 +277,11 @@ class Store:
             return self._query_max_id_locked()
 
     def _query_max_id_locked(self) -> int:
+        """The newest visible id, -1 while the account has no message (its first is id 0)."""
         row = self._conn.execute("SELECT MAX(id) FROM messages").fetchone()
-        return int(row[0] or 0)
+        return -1 if row[0] is None else int(row[0])
+
+    def _take_id_locked(self) -> int:
+        (mid,) = self._conn.execute("SELECT next_id FROM id_sequence").fetchone()
+        self._conn.execute("UPDATE id_sequence SET next_id = ?", (mid + 1,))
+        return int(mid)

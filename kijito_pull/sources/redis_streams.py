@@ -7,6 +7,8 @@ Keys per persona (the hash tag `{persona}` keeps them in one Redis Cluster slot)
     kijito:{P}:dead   the dead-letter stream: parked poison mail (kid, ..., group, attempts, reason)
     kijito:{P}:holders:{G}  hash stream id -> the holder of a hand-over in group G: its key, deadline
                       (now + the longer of claim_after and Holder.ttl), host, pid and start time
+    kijito:{P}:acks   capped stream (ACKS_KEPT): one entry per acknowledgement, sid, group and holder;
+                      its entry id's time is when (`track`, the dashboard: sources/redis_journey.py)
 
 A consumer (`--consumer NAME`) is a consumer group of the stream, created at `0` (a new group gets all
 the stream holds). A member of the group is a Redis consumer name: the holder's key for an agent
@@ -72,6 +74,7 @@ GIVEN_BACK_IDLE_MS = 10**12  # idle time of a given-back entry: past any member'
 DEFAULT_MAX_ATTEMPTS = 10
 READ_COUNT = 1000  # entries one pull reads at most (the rest come with the next pull)
 _SCAN = 10_000
+ACKS_KEPT = 10_000  # acknowledgements the acks stream keeps (about; trimmed with MAXLEN ~)
 
 def stream_key(persona: str) -> str:
     return f"kijito:{{{persona}}}:mail"
@@ -83,6 +86,10 @@ def ids_key(persona: str) -> str:
 
 def dead_key(persona: str) -> str:
     return f"kijito:{{{persona}}}:dead"
+
+
+def acks_key(persona: str) -> str:
+    return f"kijito:{{{persona}}}:acks"
 
 
 def holders_key(persona: str, group: str) -> str:
@@ -461,8 +468,13 @@ class RedisSource:
         return [(sid, message_of(fields)) for _key, rows in (answer or []) for sid, fields in rows]
 
     def xack(self, sids: list[str]) -> None:
+        records = self.client.hmget(holders_key(self.persona, self.consumer), sids)
         self.client.xack(self.stream, self.consumer, *sids)
         self.client.hdel(holders_key(self.persona, self.consumer), *sids)
+        for sid, raw in zip(sids, records):  # when, and whose record confirmed it (a record, not state)
+            holder = (_record(raw) or {}).get("holder") or ""
+            self.client.xadd(acks_key(self.persona), {"sid": sid, "group": self.consumer, "holder": holder},
+                             maxlen=ACKS_KEPT, approximate=True)
 
     def claim(self, member: str, sid: str, count: int) -> int:
         """Hold `sid` for `member` now (its deadline restarts), with delivery count `count`."""

@@ -189,7 +189,7 @@ def test_demo_runs_the_whole_loop(tmp_path):
     assert result.code == 0, result.stderr
     out = result.stdout
     assert "3 unread messages" in out and "not instructions" in out
-    assert "kijito-pull show 3 --persona demo-agent" in out  # the long one is clipped with the way to read it
+    assert "kijito-pull show 2 --persona demo-agent" in out  # the long one is clipped with the way to read it
     assert '"event": "new"' in out and "0 new messages" in out
     assert not (tmp_path / "state").exists()  # the demo keeps its state to itself
 

@@ -16,10 +16,10 @@ def inbox_requests(sb, persona=None):
 
 
 def test_three_messages_arrive_once_in_order_with_stable_ids(sb, cli):
-    for i in range(40):  # other personas' mail occupies ids 1..40 (ids are account-global)
+    for i in range(41):  # other personas' mail occupies ids 0..40 (ids are account-global, from 0)
         sb.send(to="elsewhere", sender="noise", content=f"n{i}")
     sent = [sb.send(to="testbot", sender="river", content=f"m{i}") for i in range(3)]
-    assert sent == [41, 42, 43]
+    assert sent == [41, 42, 43]  # the design's nonce test vectors
 
     first = cli("--once", "--json", "--persona", "testbot")
     assert first.code == 0, first.stderr
@@ -265,9 +265,9 @@ def test_a_server_reset_raises_an_alert_and_replays_its_unread_mail_by_default(s
     sb.forget_account()
     fresh = [sb.send(to="P", sender="Q", content=f"after reset {i}") for i in range(2)]
     result = cli("--once", "--json", "--persona", "P")
-    assert result.code == 0 and result.new_ids == fresh  # ids 1 and 2, far below the old cursor
+    assert result.code == 0 and result.new_ids == fresh == [0, 1]  # far below the old cursor
     [alert] = result.of_kind("alert")
-    assert "start over below the cursor" in alert["reason"] and alert["cursor"] == 5
+    assert "start over below the cursor" in alert["reason"] and alert["cursor"] == 4
     assert cli("--once", "--json", "--persona", "P").new_ids == []
     newer = sb.send(to="P", sender="Q", content="after the new cursor")
     assert cli("--once", "--json", "--persona", "P").new_ids == [newer]

@@ -372,7 +372,7 @@ class Waker:
         try:
             rung = lifecycle.read_rung(self.environ, self.session_id)
         except lifecycle.LifecycleError:
-            rung = 0
+            rung = -1  # below every id (Kijito's first is 0)
         # Made before the first look, so nothing that arrives after it is missed (Kijito: its own long-poll
         # connection, primed with the server's cursor; Redis: XREAD BLOCK after the newest entry now).
         self.wake = self.engine.wake(self.wait, self.poll)

@@ -378,7 +378,10 @@ def write_blocks(environ: Mapping[str, str], session_id: str, count: int, prompt
 
 
 def read_rung(environ: Mapping[str, str], session_id: str) -> int:
-    return _counter(environ, session_id, ".rung", "through")
+    """The newest id the session's waker rang for; -1 (below every id: Kijito's first is 0) when none."""
+    data = read_json(sessions_dir(environ) / f"{session_id}.rung")
+    value = data.get("through") if data else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
 
 
 def write_rung(environ: Mapping[str, str], session_id: str, through: int) -> None:

@@ -455,10 +455,10 @@ def test_waker_rings_a_doorbell_and_acknowledges_nothing(hooks):
     # One waker per session: a second one for the same session leaves at once.
     second = hooks.spawn("claude-waker", env={"CLAUDE_CODE_ENTRYPOINT": "cli"})
     assert second.wait(10) == 0
-    hooks.sb.send(PERSONA, "loom", "MAIL-WAKE")
+    mid = hooks.sb.send(PERSONA, "loom", "MAIL-WAKE")
     out, err = proc.communicate(timeout=15)
     assert proc.returncode == 2, err
-    assert claude_gate.DOORBELL in err and "id 1" in err and "MAIL-WAKE" not in err and out == ""
+    assert claude_gate.DOORBELL in err and f"id {mid}" in err and "MAIL-WAKE" not in err and out == ""
     assert lifecycle.read_lease(environ, "sess-1") is None
     # Nothing was acknowledged: the doorbell turn's prompt hook hands the mail over.
     _, out, _ = hooks("claude-prompt", prompt=err)
@@ -475,24 +475,24 @@ def test_waker_waits_only_for_its_sibling_hook_before_the_first_look(hooks):
     assert "MAIL-FOR-THE-STOP-HOOK" in _json(out)["reason"]
     assert _wait_for(lambda: lifecycle.live_lease(hooks.environ, "sess-1") is not None)
     started = time.monotonic()
-    hooks.sb.send(PERSONA, "loom", "MAIL-AFTER")
+    after = hooks.sb.send(PERSONA, "loom", "MAIL-AFTER")
     _, err = waker.communicate(timeout=15)
-    assert waker.returncode == 2 and "(id 2)" in err, err  # rang for the new mail only...
+    assert waker.returncode == 2 and f"(id {after})" in err, err  # rang for the new mail only...
     assert time.monotonic() - started < 2.5  # ...without sitting out the whole 3 s grace
 
 
 def test_waker_does_not_ring_again_for_mail_it_already_rang_for(hooks):
-    hooks.sb.send(PERSONA, "loom", "first")
+    first = hooks.sb.send(PERSONA, "loom", "first")
     proc = hooks.spawn("claude-waker", env={"CLAUDE_CODE_ENTRYPOINT": "cli"})
     assert proc.wait(15) == 2
-    # The wake did not land (nobody handed the mail over); a re-armed waker stays quiet about id 1...
+    # The wake did not land (nobody handed the mail over); a re-armed waker stays quiet about the first...
     proc = hooks.spawn("claude-waker", env={"CLAUDE_CODE_ENTRYPOINT": "cli"})
     assert _wait_for(lambda: lifecycle.live_lease(hooks.environ, "sess-1") is not None)
     time.sleep(1.5)
     assert proc.poll() is None
-    hooks.sb.send(PERSONA, "loom", "second")  # ...and rings for new mail
+    second = hooks.sb.send(PERSONA, "loom", "second")  # ...and rings for new mail
     _, err = proc.communicate(timeout=15)
-    assert proc.returncode == 2 and "ids 1, 2" in err
+    assert proc.returncode == 2 and f"ids {first}, {second}" in err
 
 
 def test_session_end_ends_the_waker_and_frees_the_lease(hooks):

@@ -125,13 +125,13 @@ def test_session_end_confirms_what_was_shown_and_frees_the_rest_at_once(sb, sess
     sb.send(PERSONA, "loom", "MAIL-SHOWN")
     shown = _context(session.start())
     session.rollout.developer(shown)
-    sb.send(PERSONA, "loom", "MAIL-DROPPED-AT-END")
+    dropped = sb.send(PERSONA, "loom", "MAIL-DROPPED-AT-END")
     block = session.stop()
     assert "MAIL-DROPPED-AT-END" in block["reason"]  # the session ends before Codex records it
     code, out, err = session.end()
     assert (code, out) == (0, "{}\n"), err
     # Nothing waits for a deadline: the dropped one is released (its hand-over count kept), held by no one.
-    assert [(p["holder"], p["ids"]) for p in session.status()] == [(None, [2])]
+    assert [(p["holder"], p["ids"]) for p in session.status()] == [(None, [dropped])]
     unseen = io.StringIO()
     main(["--once", "--peek", "--persona", PERSONA], Environment(stdout=unseen, stderr=io.StringIO(),
                                                                  environ=session.environ, cwd=str(session.project)))
