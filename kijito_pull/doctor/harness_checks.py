@@ -40,7 +40,8 @@ def check_harnesses(ctx: Context) -> list[Finding]:
 def harness_finding(ctx: Context, harness: Any, rows: list[Any], error: str | None, nothing_wired: bool) -> Finding:
     """The `harness.<name>` finding of a harness started as a command (`harness.executable`)."""
     exe = harness.executable or harness.name
-    return _harness_finding(harness.name, exe, which(exe, ctx.environ), rows, error, ctx, nothing_wired)
+    scopes = "--project   (or --user)" if "project" in harness.scopes else "--user"  # Kimi: user config only
+    return _harness_finding(harness.name, exe, which(exe, ctx.environ), rows, error, ctx, nothing_wired, scopes)
 
 
 def harness_checks(ctx: Context) -> list[Finding]:
@@ -54,9 +55,9 @@ def harness_checks(ctx: Context) -> list[Finding]:
 
 
 def _harness_finding(name: str, exe: str, found: str | None, rows: list[Any], error: str | None, ctx: Context,
-                     nothing_wired: bool) -> Finding:
+                     nothing_wired: bool, scopes: str = "--project   (or --user)") -> Finding:
     check = f"harness.{name}"
-    install = f"kijito-pull install {name} --project   (or --user)"
+    install = f"kijito-pull install {name} {scopes}"
     if error:
         return Finding(check, WARN, f"cannot tell whether {name} is wired: {error}",
                        f"check {name}'s settings files; `{install}` rewrites its part")

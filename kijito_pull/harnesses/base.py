@@ -22,7 +22,9 @@ A Harness says:
   each `Hook` names its `handler(inp, env) -> int`, the work it does (`runtime`: one function for
   every hook that names none);
 - `confirmation`: where a hand-over can later be confirmed: "transcript" (the harness keeps a
-  transcript we can read back), "session" (the harness session itself answers), or None;
+  transcript we can read back), "session" (the harness session itself answers), or None; `record`:
+  for a harness whose hook input names no transcript, `record(data, paths, session_id)`, the
+  `transcript.Transcript` it keeps (or None), found its own way (None: the input's `transcript_path`);
   `holders`: the session's other holders of hand-overs besides its hooks (Claude Code's pusher, the
   Codex watcher), as (holder key prefix, transcript reader name) pairs: SessionEnd settles each of
   them from where its own reader stopped (kijito_pull.harnesses.handover.session_end);
@@ -135,14 +137,14 @@ class Harness:
     """One agent harness (see the module docstring for what each attribute means)."""
 
     __slots__ = ("name", "title", "executable", "hooks", "nothing", "mode", "session_env", "project_env", "early",
-                 "runtime", "confirmation", "holders", "installer", "install_help", "scopes", "project",
+                 "runtime", "confirmation", "record", "holders", "installer", "install_help", "scopes", "project",
                  "wiring_check", "checks")
 
     def __init__(self, name: str, title: str, *, installer: str, install_help: str,
                  executable: str | None = None, hooks: tuple[Hook, ...] = (), nothing: str = "",
                  mode: str | None = None, session_env: str | None = None, project_env: str | None = None,
                  early: str | None = None,
-                 runtime: str | None = None, confirmation: str | None = None,
+                 runtime: str | None = None, confirmation: str | None = None, record: str | None = None,
                  holders: tuple[tuple[str, str], ...] = (),
                  scopes: tuple[str, ...] = (USER, PROJECT), project: str = FOLDER,
                  wiring_check: str | None = None, checks: tuple[tuple[str, str], ...] = ()):
@@ -162,6 +164,7 @@ class Harness:
         self.early = early
         self.runtime = runtime
         self.confirmation = confirmation
+        self.record = record
         self.holders = holders
         self.installer = installer
         self.install_help = install_help
@@ -193,7 +196,7 @@ class Harness:
         refs = {f"hook {h.name}": self.handler(h) for h in self.hooks}
         refs.update({f"wants of {h.name}": h.wants for h in self.hooks if h.wants})
         for what, ref in (("mode", self.mode), ("early", self.early), ("runtime", self.runtime),
-                          ("wiring_check", self.wiring_check)):
+                          ("record", self.record), ("wiring_check", self.wiring_check)):
             if ref:
                 refs[what] = ref
         for attr in ("install", "uninstall", "wiring"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import BatchSink
 from kijito_pull.core.state import StateError
-from kijito_pull.harnesses.base import INTERACTIVE, TRANSCRIPT
+from kijito_pull.harnesses.base import INTERACTIVE, TRANSCRIPT, resolve
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
 from kijito_pull.harnesses.transcript import Transcript, transcript_of
@@ -50,6 +51,8 @@ MAX_BLOCKS_LIMIT = 100
 HOOK_TIMEOUT = 3.0  # per HTTP request of a synchronous hook
 HOOK_DEADLINE = 4.0  # retries of one request stop after this
 HAND_OVER_TTL = 30 * 60.0  # an unconfirmed hand-over to a live session is claimed back after this
+SETTLE_SECONDS = 30.0  # confirm_soon looks at the record this long at most
+SETTLE_EVERY = 0.2
 
 
 # -- settings ---------------------------------------------------------------------------------------------
@@ -262,7 +265,10 @@ def holder_of(inp: HookInput, environ: Mapping[str, str]) -> tuple[Holder, Trans
     if harness is None or harness.confirmation != TRANSCRIPT or inp.session_id is None:
         return None
     paths = Paths(environ)
-    transcript = transcript_of(inp.data, paths, inp.session_id)
+    if harness.record is not None:  # the harness finds its record itself (its hook input names none)
+        transcript = resolve(harness.record)(inp.data, paths, inp.session_id)
+    else:
+        transcript = transcript_of(inp.data, paths, inp.session_id)
     if transcript is None:
         return None
     host = lifecycle.host_process()
@@ -311,7 +317,7 @@ def confirm_at_end(inp: HookInput, environ: Mapping[str, str], also: Mapping[str
     holder, transcript = session
     readers = {holder.key: transcript}
     for key, reader in (also or {}).items():
-        readers[key] = Transcript(Paths(environ), str(inp.session_id), transcript.path, reader=reader)
+        readers[key] = transcript.again(reader)
     ready = setup(inp.persona, environ)
     try:
         for key, reading in readers.items():
@@ -337,6 +343,47 @@ def session_end(inp: HookInput, env: Environment) -> int:
     also = {f"{prefix}:{sid}": reader for prefix, reader in (harness.holders if harness is not None else ())}
     confirm_at_end(inp, env.environ, also=also)
     lifecycle.handed_marker(env.environ, sid).unlink(missing_ok=True)
+    return 0
+
+
+def confirm_soon(inp: HookInput, env: Environment, host: Any, seconds: float = SETTLE_SECONDS,
+                 every: float = SETTLE_EVERY) -> int:
+    """Confirm what the session holds as soon as its record shows it, without waiting for a later hook: for a
+    harness that runs none after a Stop continuation (Kimi Code CLI runs no second Stop, and no SessionEnd
+    under `kimi -p`), started detached by the hook that handed the mail over. It looks every `every` seconds,
+    with a reader of its own (`settle`), while something is held; then it only watches the host process
+    (`host`, a core.process.Proc), for `seconds` in all. When the host is gone within them, the session ended
+    without a SessionEnd: this is its SessionEnd (`session_end`: what the record shows is confirmed, the rest
+    unseen again at once). What it never saw stays pending for the session's later hooks, its SessionEnd, or
+    the claim-back when the host is gone or the deadline passes."""
+    from kijito_pull.core import process
+
+    session = holder_of(inp, env.environ)
+    if session is None:
+        return 0
+    holder, record = session
+    reading = record.again("settle")
+    ready = setup(inp.persona, env.environ)
+    deadline = time.monotonic() + seconds
+    looking = True
+    try:
+        while True:
+            gone = host is not None and not process.alive(host.pid, host.start)
+            if looking:
+                held = ready.engine.held_by(holder.key)
+                seen = reading.shown(inp.persona, held) if held else set()
+                if seen:
+                    ready.engine.settle(holder.key, confirmed=seen)
+                reading.kept()
+                looking = not set(held) <= seen
+            if gone or time.monotonic() >= deadline:
+                break
+            time.sleep(every)
+    finally:
+        ready.close()
+    if gone:
+        reading.forget()
+        session_end(inp, env)
     return 0
 
 

@@ -26,6 +26,7 @@ HARNESSES = {
     "gemini": "kijito_pull.harnesses.gemini",
     "copilot": "kijito_pull.harnesses.copilot",
     "opencode": "kijito_pull.harnesses.opencode",
+    "kimi": "kijito_pull.harnesses.kimi",
     "daemon": "kijito_pull.harnesses.daemon",
 }
 

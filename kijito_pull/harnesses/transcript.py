@@ -21,6 +21,11 @@ or its spacing; a complete line is parsed only when it holds a wanted marker and
 `queue-operation`. A line whose type cannot be told (the incomplete last line: its `type` may not be
 written yet; a line that names `queue-operation` but does not parse) counts as queued, never as shown:
 erring that way only delays an acknowledgement.
+
+A harness whose record also holds lines that never reach the model names the lines that do (`counts`, a test of
+a parsed line): then a marker counts as shown only in a complete line that parses and passes it (Kimi Code
+CLI's `wire.jsonl`: only its `context.append_message` records, kijito_pull.harnesses.kimi.record); any other
+line is ignored, the incomplete last line counts as queued.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from kijito_pull.core import render
 from kijito_pull.core.paths import Paths
@@ -51,8 +57,12 @@ class Seen:
 class Transcript:
     """One session's transcript, read from where the last look stopped."""
 
-    def __init__(self, paths: Paths, session_id: str, path: str, reader: str = "transcript"):
+    def __init__(self, paths: Paths, session_id: str, path: str, reader: str = "transcript",
+                 counts: Callable[[Any], bool] | None = None):
         self.path = path
+        #: None: every line but Claude Code's queue records shows the model what it holds; else the lines that do
+        self.counts = counts
+        self._paths, self._session_id = paths, session_id
         #: how far this reader got (the hooks and the session's pusher each keep their own)
         self._offset_file = paths.sessions_dir / f"{session_id}.{reader}"
         #: exists while this session may hold hand-overs (session/lifecycle.handed_marker names the same file)
@@ -126,18 +136,23 @@ class Transcript:
                 if last < 0:
                     carry = window
                     continue
-                self._classify(window[:last + 1], wanted, seen, complete=True)
+                self._classify(window[:last + 1], wanted, seen, complete=True, counts=self.counts)
                 position += last + 1
                 carry = window[last + 1:]
             if carry:
-                self._classify(carry, wanted, seen, complete=False)  # read again, whole, next time
+                self._classify(carry, wanted, seen, complete=False, counts=self.counts)  # read again, whole
         self._reached = position
         if keep:
             self._save(position)
         return seen
 
+    def again(self, reader: str) -> Transcript:
+        """The same record read by another reader (another holder of the session, with its own offset)."""
+        return Transcript(self._paths, self._session_id, self.path, reader=reader, counts=self.counts)
+
     @staticmethod
-    def _classify(block: bytes, wanted: Mapping[bytes, int], seen: Seen, *, complete: bool) -> None:
+    def _classify(block: bytes, wanted: Mapping[bytes, int], seen: Seen, *, complete: bool,
+                  counts: Callable[[Any], bool] | None = None) -> None:
         present = [(m, i) for m, i in wanted.items() if i not in seen.shown and m in block]
         if not present:
             return
@@ -145,7 +160,13 @@ class Transcript:
             found = [(m, i) for m, i in present if i not in seen.shown and m in line]
             if not found:
                 continue
-            queue = _is_queue_line(line, complete)
+            if counts is not None:
+                shows = complete and _counted(line, counts)
+                if not shows and complete:
+                    continue  # a line that never reaches the model
+                queue = not shows
+            else:
+                queue = _is_queue_line(line, complete)
             for _marker, ident in found:
                 (seen.queued if queue else seen.shown).add(ident)
         seen.queued -= seen.shown
@@ -177,6 +198,13 @@ def _is_queue_line(line: bytes, complete: bool) -> bool:
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return True
     return isinstance(record, dict) and record.get("type") == QUEUE_TYPE
+
+
+def _counted(line: bytes, counts: Callable[[Any], bool]) -> bool:
+    try:
+        return bool(counts(json.loads(line)))
+    except (ValueError, RecursionError):
+        return False
 
 
 def transcript_of(data: Mapping[str, object], paths: Paths, session_id: str) -> Transcript | None:

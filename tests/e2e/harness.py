@@ -4,8 +4,8 @@ against a fake model server (see ``docs/dev/harness-findings.md`` and shared har
 Harness names: ``claude`` (Claude Code, oldest supported), ``claude2`` (Claude Code, current release),
 ``codex`` (Codex CLI), ``pi073`` (@mariozechner/pi-coding-agent 0.73.x, system
 node), ``pi1`` (@earendil-works/pi-coding-agent 1.x, the Node 22 installed next to it), ``copilot``
-(GitHub Copilot CLI, its native binary), ``gemini`` (Gemini CLI's bundle, system node) and
-``opencode`` (OpenCode's native binary).
+(GitHub Copilot CLI, its native binary), ``gemini`` (Gemini CLI's bundle, system node),
+``opencode`` (OpenCode's native binary) and ``kimi`` (Kimi Code CLI's bundle, the Node 22 installed next to it).
 
 Isolation: when ``unshare -n`` + ``nsenter`` work (probed once per process), every harness runs in
 a private network namespace that has only loopback, so nothing can leak out. A server the harness
@@ -39,13 +39,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode")
+HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi")
 REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
 
 # Environment prefixes stripped from the parent environment so a test run inside an agent
 # session (or with a developer's keys set) cannot leak settings into the harness under test.
 _STRIPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "PI_", "CODEX_", "KIJITO", "OTEL_", "COPILOT_", "GEMINI_",
-                      "GOOGLE_", "OPENCODE_", "GITHUB_COPILOT_")
+                      "GOOGLE_", "OPENCODE_", "GITHUB_COPILOT_",
+                      "KIMI_", "MOONSHOT_")
 
 T = TypeVar("T")
 
@@ -120,6 +121,11 @@ def find_harness(name: str) -> Harness | None:
         node = node22()
         if cli.is_file() and node:
             return Harness(name, (str(node), str(cli)), _stamp_version(name))
+    elif name == "kimi":
+        bundle = base / "@moonshot-ai" / "kimi-code" / "dist" / "main.mjs"
+        node = node22()
+        if bundle.is_file() and node:
+            return Harness(name, (str(node), str(bundle)), _stamp_version(name))
     else:
         raise ValueError(f"unknown harness {name!r}; expected one of {HARNESS_NAMES}")
     return None

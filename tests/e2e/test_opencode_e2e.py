@@ -140,12 +140,16 @@ def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_nex
     assert fake_model.wait_for(lambda r: "hello" in fake_model.text_of(r) and oc.TITLE_MARK not in
                                fake_model.text_of(r), timeout=40)
     time.sleep(2)  # the first turn is over: the session is idle
+    # The watcher is a process of its own, started by the first turn's hook: mail is sent once it watches
+    # (its lease taken), as a user's would arrive some time into a session.
+    assert ch.wait_until(lambda: ": armed" in cx.watch_logs(state), 60, step=0.2), \
+        cx.watch_logs(state) + server.diagnostics()
     start = len(fake_model.requests)
     sent = time.monotonic()
     sandbox.send(ch.PERSONA, "loom", "MAIL-IDLE-WAKE: the release is frozen")
     woke = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=20, start=start)
     took = time.monotonic() - sent
-    assert woke is not None, server.diagnostics()
+    assert woke is not None, cx.watch_logs(state) + server.diagnostics()
     assert took <= 2.0, f"the idle session was woken after {took:.2f} s"
     # busy: mail sent while the model is answering reaches the next model call
     time.sleep(2)

@@ -7,21 +7,26 @@ only when it knows the session (`GET /session/{id}` answers 200 with that id). W
 `OPENCODE_SERVER_PASSWORD` set the server asks for HTTP basic auth (user `$OPENCODE_SERVER_USERNAME`, default
 `opencode`); the password is read from the environment OpenCode gave us and sent only to that server.
 
-    Server.for_session(url, sid, environ)   the server, or None when it is not this session's (or not there)
+    Server.for_session(url, sid, environ)   the server, or None when it is not this session's (or not there);
+                                            with `patience`, a server that does not answer is asked again
     Server.messages(sid)                    the session's messages as JSON text (GET /session/{id}/message)
     Server.prompt(sid, text)                POST /session/{id}/prompt_async: None when accepted (204), else why
 
-Every request is bounded (`TIMEOUT`): a first request to a server still starting was measured to hang.
+Every request is bounded (`TIMEOUT`): a first request to a server still starting was measured to hang. A
+hook asks once, within its own short budget; the detached watcher (opencode/watcher.py) is patient: on a loaded
+machine (load 10 on 2 cores) OpenCode's server took longer than `TIMEOUT` to answer its first look, and a
+watcher that gave up on that one look left the session unwoken for good.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 PASSWORD_ENV = "OPENCODE_SERVER_PASSWORD"
 USERNAME_ENV = "OPENCODE_SERVER_USERNAME"
@@ -57,15 +62,25 @@ class Server:
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
 
     @classmethod
-    def for_session(cls, url: str, sid: str, environ: Mapping[str, str], timeout: float = TIMEOUT) -> Server | None:
+    def for_session(cls, url: str, sid: str, environ: Mapping[str, str], timeout: float = TIMEOUT,
+                    patience: float = 0.0, still_wanted: Callable[[], bool] = lambda: True) -> Server | None:
+        """The server at `url` when it knows session `sid`; None when it is not loopback, answers that it does
+        not know the session, or did not answer. `patience`: for how many seconds a server that does not
+        answer (still starting, or slow on a loaded machine) is asked again, while `still_wanted()`."""
         base = loopback(url) if url else None
         if base is None:
             return None
         server = cls(base, environ, timeout)
-        try:
-            status, body = server._request("GET", f"/session/{urllib.parse.quote(sid)}")
-        except ServerError:
-            return None
+        deadline, pause = time.monotonic() + patience, 0.25
+        while True:
+            try:
+                status, body = server._request("GET", f"/session/{urllib.parse.quote(sid)}")
+                break
+            except ServerError:
+                if time.monotonic() + pause > deadline or not still_wanted():
+                    return None
+                time.sleep(pause)
+                pause = min(2 * pause, 4.0)
         try:
             found = json.loads(body) if status == 200 else None
         except ValueError:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kijito_pull.core import process
 from kijito_pull.core.models import Message
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.opencode.record import Record
@@ -32,6 +33,11 @@ from kijito_pull.harnesses.session import pushwatch
 
 NAME = "opencode-watch"
 HOST_ENV = "KIJITO_PULL_OPENCODE_HOST"  # "<pid>:<start>" of the OpenCode process, handed to the watcher
+#: The watcher is a background process, so it waits longer than a hook for OpenCode's server: each request
+#: (its first look, the session's messages, a prompt) up to REQUEST_TIMEOUT, and a server that does not answer
+#: its first look is asked again for up to PATIENCE while the OpenCode process lives (opencode/server.py).
+REQUEST_TIMEOUT = 10.0
+PATIENCE = 60.0
 
 
 def push_holder_key(session_id: str) -> str:
@@ -62,11 +68,12 @@ def run(inp: HookInput, env: Any) -> int:
     if sid is None or not isinstance(url, str):
         say(errors, f"{NAME}: no session id or server URL in the input; not watching")
         return 0
-    server = Server.for_session(url, sid, environ)
+    host = pushwatch.parse_host(environ.get(HOST_ENV))
+    server = Server.for_session(url, sid, environ, timeout=REQUEST_TIMEOUT, patience=PATIENCE,
+                                still_wanted=lambda: host is None or process.alive(host.pid, host.start))
     if server is None:
         say(errors, f"{NAME}: session {sid}: no OpenCode server that knows this session at {url}; not watching")
         return 0
-    host = pushwatch.parse_host(environ.get(HOST_ENV))
     return pushwatch.serve(
         inp, env, name=NAME, source="opencode", host=host, route=f"POST {server.base}/session/{sid}/prompt_async",
         build=lambda me, ready: Watcher(inp, environ, errors, holder_key=push_holder_key(sid), me=me, host=host,

@@ -90,3 +90,38 @@ def test_anything_but_loopback_http_is_never_asked(url) -> None:
 def test_loopback_urls_are_kept_as_given() -> None:
     assert loopback("http://127.0.0.1:4098/") == "http://127.0.0.1:4098"
     assert loopback("http://localhost:4096/") == "http://localhost:4096"
+
+
+def test_a_patient_look_asks_a_slow_server_again_and_a_hooks_look_does_not(opencode) -> None:
+    """On a loaded machine OpenCode's server was slower than the request timeout at the watcher's first look
+    (issue 27, trip 12): the watcher asks again within its patience; a hook asks once; a server that answers
+    that it does not know the session is not asked again; nothing is waited for once it is no longer wanted."""
+    import time
+
+    environ = {"OPENCODE_SERVER_PASSWORD": PASSWORD}
+    slow = {"left": 2}
+    original = _OpenCode._handle
+
+    def sometimes_slow(self) -> None:
+        if self.path == f"/session/{SID}" and slow["left"] > 0:
+            slow["left"] -= 1
+            time.sleep(0.6)  # past the 0.2 s timeout below: no answer in time
+        original(self)
+
+    _OpenCode.do_GET = sometimes_slow
+    try:
+        assert Server.for_session(opencode, SID, environ, timeout=0.2) is None  # a hook: one look
+        slow["left"] = 2
+        started = time.monotonic()
+        server = Server.for_session(opencode, SID, environ, timeout=0.2, patience=10)
+        assert server is not None and slow["left"] == 0
+        assert time.monotonic() - started < 5
+        looks = len(_OpenCode.seen)
+        assert Server.for_session(opencode, "ses_other", environ, timeout=0.2, patience=10) is None
+        assert len(_OpenCode.seen) == looks + 1  # a definite answer: asked once
+        slow["left"] = 5
+        started = time.monotonic()
+        assert Server.for_session(opencode, SID, environ, timeout=0.2, patience=10, still_wanted=lambda: False) is None
+        assert time.monotonic() - started < 2  # the session's OpenCode is gone: no more waiting
+    finally:
+        _OpenCode.do_GET = original
