@@ -382,14 +382,16 @@ class Restored:
     backup: Path | None = None
 
 
-def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False) -> tuple[bytes | None, Restored]:
+def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False,
+                            theirs: Sequence[str] = ()) -> tuple[bytes | None, Restored]:
     """Put a settings file right once our entries are out of `result` (its parsed content now).
 
     `file` is the file as it was before the uninstall began (a harness command may have rewritten it
     since): its style and key order are kept, and its bytes are what a backup keeps.
     - the backup made at install time parses to the same content: its bytes, byte for byte (and the
       backup is removed, as the file now equals it);
-    - no backup (the file did not exist before we added to it) and nothing else is left: no file;
+    - no backup (the file did not exist before we added to it) and nothing else is left (but the top-level
+      keys in `theirs`, which the harness writes into any settings file itself): no file;
     - otherwise (someone changed other settings meanwhile): `result`, in the file's own key order and
       style, with the file as it was kept in a timestamped backup.
     Writes nothing when `dry_run`; returns (new bytes or None for no file, what happened)."""
@@ -408,7 +410,7 @@ def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False) 
                 bak.unlink()
             return saved, Restored("restored")
     pruned = prune_empty(result, original if isinstance(original, dict) else None)
-    if saved is None and pruned == {}:
+    if saved is None and isinstance(pruned, dict) and not set(pruned) - set(theirs):
         if not dry_run and file.path.exists():
             file.path.unlink()
             _remove_empty_dir(file.path.parent)

@@ -23,7 +23,9 @@ harness's installer module is its settings path and one line binding these. What
   is a file apart): a file of that name that holds anyone else's handler is refused, never rewritten or
   removed, and once uninstall removed the file, `folders_of(scope, environ, project)` names the folders
   the install may have made, removed in that order while empty; `undo(request, outcome)` is the harness's
-  own uninstall step (run whether or not the hooks were still there).
+  own uninstall step (run whether or not the hooks were still there);
+- `theirs`: top-level keys the harness writes into any settings file itself (Qwen Code's `$version`): a file
+  the install created that holds nothing else once ours are out is removed all the same.
 
 Which events: each `Hook` of the harness with `installed=True` (default: every hook), its event the
 settings key. Our handlers are told by their command (`... kijito-pull hook <one of our names>`), so a
@@ -58,7 +60,7 @@ class SettingsHooks:
                  already: Step | None = None, named: bool = False,
                  extra_arguments: Callable[[Any], None] | None = None, own_file: bool = False,
                  folders_of: Callable[[str, Mapping[str, str], Path], Sequence[Path]] | None = None,
-                 undo: Step | None = None):
+                 undo: Step | None = None, theirs: Sequence[str] = ()):
         self.name = harness.name
         self.repository = harness.project == "repository"  # where --project and the wiring look (base.REPOSITORY)
         self.named = named  # each handler of ours also carries `"name": <our hook>` (Gemini CLI shows it)
@@ -74,6 +76,7 @@ class SettingsHooks:
         self.optional = tuple(optional)
         self.check, self.after, self.already = check, after, already
         self.own_file, self.folders_of, self.undo = own_file, folders_of, undo
+        self.theirs = tuple(theirs)  # top-level keys the harness writes into any settings file itself
         self._ours = re.compile(r"(?:^|[\s/'\"])(?:kijito-pull|kijito_pull)['\"]?\s+hook\s+("
                                 + "|".join(map(re.escape, self.events.values())) + r")\b")
 
@@ -273,7 +276,8 @@ class SettingsHooks:
         if not self.our_handlers(file.data):
             outcome.result = Result.NOT_INSTALLED
         else:
-            new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run)
+            new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run,
+                                                      theirs=self.theirs)
             outcome.diffs.append(common.diff(outcome.path, file.raw, new))
 
             def undo() -> None:
