@@ -49,7 +49,7 @@ TOKEN = "bench-dashboard-token"
 
 def environ(sb: Sandbox, state: Path) -> dict[str, str]:
     return {"KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": sb.url, "KIJITO_PULL_STATE_DIR": str(state),
-            "KIJITO_PULL_CONFIG": str(state / "none.toml"), "PATH": os.environ.get("PATH", ""),
+            "KIJITO_PULL_CONFIG": os.devnull, "PATH": os.environ.get("PATH", ""),
             "PYTHONPATH": str(REPO)}
 
 

@@ -5,6 +5,10 @@
     JSON on stdin), interpreter start-up included:
       - not opted in (the project's AGENTS.md lacks the line): budget 60 ms;
       - opted in with nothing new (cursor established, no unseen mail), against an in-process sandbox.
+(a') The launcher's cost, side by side: each not-opted-in hook as a harness runs a command line
+    (`/bin/sh -c LINE`), once as `<venv>/bin/kijito-pull hook NAME` (the console script by its path)
+    and once as `bin/kijito-pull-launch hook NAME` with the venv's bin on PATH (the launcher finds it
+    there, its version fits), the two runs interleaved so that both see the same load. Budget: 10 ms.
 (b) Wake latency of an idle session: the real Claude Code (stream-json, stdin held open,
     KIJITO_PULL_MODE=interactive) with this repository as a plugin, offline against the fake model;
     each round sends one message with `kijito-pull send` and times the model request that holds it.
@@ -67,6 +71,32 @@ def time_hook(name: str, project: Path, env: dict[str, str], payload: dict, runs
             raise SystemExit(f"{name}: rc={proc.returncode} stderr={proc.stderr!r}")
         out = proc.stdout
     return times, out
+
+
+def bench_launcher(runs: int) -> list[tuple[str, list[float], list[float]]]:
+    """(hook, direct wall times, through-the-launcher wall times) per not-opted-in hook, interleaved."""
+    launcher = REPO / "plugins" / "claude" / "bin" / "kijito-pull-launch"
+    direct_exe = ch.venv_bin() / "kijito-pull"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        env = {**os.environ, **ch.hook_env("http://127.0.0.1:9", root / "state"), "CLAUDE_CODE_ENTRYPOINT": "sdk-cli",
+               "PATH": f"{ch.venv_bin()}{os.pathsep}/usr/bin:/bin"}
+        plain = ch.make_project(root, opted_in=False, name="plain")
+        for name in HOOKS:
+            payload = json.dumps({"session_id": "bench-1", "cwd": str(plain), "hook_event_name": "Stop"})
+            times: dict[str, list[float]] = {"direct": [], "launcher": []}
+            for _ in range(runs):
+                for how, exe in (("direct", direct_exe), ("launcher", launcher)):
+                    line = f"{shlex.quote(str(exe))} hook {name}"
+                    started = time.perf_counter()
+                    proc = subprocess.run(["/bin/sh", "-c", line], input=payload, capture_output=True, text=True,
+                                          cwd=plain, env=env, timeout=60)
+                    times[how].append(time.perf_counter() - started)
+                    if proc.returncode != 0 or proc.stderr or proc.stdout:
+                        raise SystemExit(f"{how} {name}: rc={proc.returncode} {proc.stdout!r} {proc.stderr!r}")
+            rows.append((name, times["direct"], times["launcher"]))
+    return rows
 
 
 def bench_hooks(runs: int) -> list[tuple[str, str, list[float], str]]:
@@ -173,7 +203,7 @@ def bench_busy(rounds: int, harness_name: str = "claude2") -> dict:
 
                 with FakeModel(reply, bind=h.netns().listen) as fm:
                     result = h.run_claude_p(harness, "keep busy", base_url=fm.url, home=root / f"home{i}",
-                                            cwd=project, plugin_dirs=[REPO], env=ch.hook_env(sb.url, state),
+                                            cwd=project, plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sb.url, state),
                                             extra_args=["--allowedTools", "Bash"], timeout=120)
                     if result.returncode != 0:
                         raise SystemExit(f"claude -p failed: {result.stderr[-2000:]}")
@@ -203,7 +233,7 @@ def bench_wake(wakes: int, harness_name: str = "claude") -> dict:
         project = ch.make_project(root)
         env = ch.hook_env(sb.url, state, KIJITO_PULL_MODE="interactive")
         send_env = {**os.environ, **env}
-        proc = h.start_claude_stream_json(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[REPO],
+        proc = h.start_claude_stream_json(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.PLUGIN],
                                           env=env)
         try:
             if not ch.wait_until(lambda: any((state / "cursors").glob("*.json")) and len(ch.waker_pids(state)) == 1,
@@ -260,6 +290,14 @@ def main() -> int:
     for project, name, times, note in rows:
         shown = name if project == "(baseline)" else f"hook {name}"
         print(f"| {project} | `{shown}` | {ms(times, 0.5)} | {ms(times, 0.95)} | {max(times) * 1000:.0f} | {note} |")
+    print(f"\nThrough the launcher, side by side (not opted in, `/bin/sh -c LINE`, {args.runs} interleaved runs "
+          f"each; kijito-pull on PATH):\n")
+    print("| hook | direct p50 / p95 (ms) | launcher p50 / p95 (ms) | added p50 (ms) |")
+    print("|---|---|---|---|")
+    for name, direct, launched in bench_launcher(args.runs):
+        added = (percentile(launched, 0.5) - percentile(direct, 0.5)) * 1000
+        print(f"| `hook {name}` | {ms(direct, 0.5)} / {ms(direct, 0.95)} | {ms(launched, 0.5)} / "
+              f"{ms(launched, 0.95)} | {added:+.1f} |")
     if not args.skip_wake:
         wake = bench_wake(args.wakes, args.harness)
         print(f"\nWake latency of an idle Claude Code {wake['version']} session (stream-json, "

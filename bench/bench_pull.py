@@ -47,7 +47,7 @@ class Runner:
             "KIJITOMON_TOKEN": TOKEN,
             "KIJITO_BASE": sandbox.url,
             "KIJITO_PULL_STATE_DIR": str(state_dir),
-            "KIJITO_PULL_CONFIG": str(state_dir / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(state_dir),
         }

@@ -40,6 +40,8 @@
 
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { execFile, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 
 // ---------------------------------------------------------------------------------------------
 // Settings
@@ -183,10 +185,28 @@ export interface Deps {
 // Pure helpers
 // ---------------------------------------------------------------------------------------------
 
-/** The CLI to run: $KIJITO_PULL_BIN when set, else `kijito-pull` from PATH. */
-export function resolveBin(env: Record<string, string | undefined>): string {
+/**
+ * The launcher shipped in this package (bin/kijito-pull-launch: kijito-pull from PATH if its version fits,
+ * else `uvx --from kijito-pull==<version>`, else one line saying how to install it), or null without it.
+ */
+export function shippedLauncher(): string | null {
+  // bin/ in the package `kijito-pull install pi` keeps; plugins/claude/bin/ in the repository and its npm package
+  for (const rel of ["../bin/kijito-pull-launch", "../plugins/claude/bin/kijito-pull-launch"]) {
+    try {
+      const file = fileURLToPath(new URL(rel, import.meta.url));
+      if (existsSync(file)) return file;
+    } catch {
+      // not a file URL: no launcher
+    }
+  }
+  return null;
+}
+
+/** The CLI to run: $KIJITO_PULL_BIN when set, else the package's launcher, else `kijito-pull` from PATH. */
+export function resolveBin(env: Record<string, string | undefined>,
+                           launcher: string | null = shippedLauncher()): string {
   const given = (env[BIN_ENV] || "").trim();
-  return given || "kijito-pull";
+  return given || launcher || "kijito-pull";
 }
 
 /**

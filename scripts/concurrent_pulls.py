@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with Sandbox(token=token, window_limit=20).start() as sb, tempfile.TemporaryDirectory() as tmp:
         env = {"KIJITOMON_TOKEN": token, "KIJITO_BASE": sb.url, "KIJITO_PULL_STATE_DIR": f"{tmp}/state",
-               "KIJITO_PULL_CONFIG": f"{tmp}/no-config.toml", "PATH": os.environ.get("PATH", ""),
+               "KIJITO_PULL_CONFIG": os.devnull, "PATH": os.environ.get("PATH", ""),
                "PYTHONPATH": str(REPO), "HOME": tmp}
         pull = [sys.executable, "-m", "kijito_pull", "--once", "--json", "--persona", PERSONA,
                 "--consumer", CONSUMER, "--lock-timeout", str(args.lock_timeout)]

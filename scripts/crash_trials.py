@@ -85,7 +85,7 @@ class Trials:
             "KIJITOMON_TOKEN": self.token,
             "KIJITO_BASE": self.sandbox.url,
             "KIJITO_PULL_STATE_DIR": str(self.state_dir),
-            "KIJITO_PULL_CONFIG": str(self.work / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,
             "PATH": os.environ.get("PATH", ""),
             "PYTHONPATH": args.pythonpath or str(REPO),
             "HOME": str(self.work),

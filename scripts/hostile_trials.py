@@ -61,7 +61,7 @@ class World:
     def env(self) -> dict[str, str]:
         return {"KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": self.url or self.sb.url,
                 "KIJITO_PULL_STATE_DIR": str(self.state_dir),
-                "KIJITO_PULL_CONFIG": str(self.state_dir.parent / "no-config.toml"),
+                "KIJITO_PULL_CONFIG": os.devnull,
                 "PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO)}
 
     def send(self, n: int, tag: str) -> None:

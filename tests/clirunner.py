@@ -62,10 +62,18 @@ class Cli:
             "KIJITOMON_TOKEN": token,
             "KIJITO_BASE": api_base,
             "KIJITO_PULL_STATE_DIR": str(state_dir),
-            "KIJITO_PULL_CONFIG": str(state_dir / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,  # no config file, until `configure` writes one
             "PATH": os.environ.get("PATH", ""),
         }
         self.state_dir = state_dir
+
+    def configure(self, text: str) -> Path:
+        """Write `text` as this kijito-pull's config file (beside its state dir) and use it from now on."""
+        path = self.state_dir.parent / f"{self.state_dir.name}-config.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        self.environ["KIJITO_PULL_CONFIG"] = str(path)
+        return path
 
     def __call__(self, *argv: str, stdin: str = "", env: Mapping[str, str] | None = None) -> Result:
         out, err = io.StringIO(), io.StringIO()

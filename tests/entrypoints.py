@@ -137,7 +137,7 @@ class System:
             "KIJITOMON_TOKEN": token,
             "KIJITO_BASE": api_base,
             "KIJITO_PULL_STATE_DIR": str(self.state_dir),
-            "KIJITO_PULL_CONFIG": str(self.work / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,
             "PATH": os.environ.get("PATH", ""),
             # To check that a harness catches a deliberately broken copy of the package, point this at it.
             "PYTHONPATH": os.environ.get(PYTHONPATH_ENV) or str(REPO),

@@ -15,6 +15,7 @@ TOKEN = "tok-CONTEXT-5e0a7c31"
 @pytest.fixture
 def environ(tmp_path):
     conf = tmp_path / "config.toml"
+    conf.write_text("")  # $KIJITO_PULL_CONFIG must name a file that exists
     return {"KIJITO_PULL_CONFIG": str(conf), "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import os
 import re
 import shlex
 from pathlib import Path
@@ -179,7 +180,7 @@ def test_dry_runs_parse_and_run(tmp_path):
         code = main(argv, Environment(stdin=io.StringIO(""), stdout=out, stderr=err, cwd=str(project),
                                       environ={"PATH": "/usr/bin:/bin", "HOME": str(home),
                                                "KIJITO_PULL_STATE_DIR": str(home / "state"),
-                                               "KIJITO_PULL_CONFIG": str(home / "config.toml")}))
+                                               "KIJITO_PULL_CONFIG": os.devnull}))
         assert "unrecognized arguments" not in err.getvalue() and "invalid choice" not in err.getvalue(), \
             f"{where}:{line}: {err.getvalue()}"
         assert code != 2 or "error:" not in err.getvalue(), f"{where}:{line}: exit {code}: {err.getvalue()}"
@@ -272,3 +273,151 @@ def test_the_benchmarks_page_holds_current_figures_each_with_its_command_and_com
             assert "bench/bench_" in section, section[:80]
         dated += len(runs)
     assert dated >= 8, dated
+
+
+# -- the reference tables against the code (issue 27) --------------------------------------------------------
+
+def table_after(text: str, heading: str) -> list[list[str]]:
+    """The rows (cells, stripped, header and rule dropped) of the first table after `heading`."""
+    at = text.index(heading)
+    rest = text[text.rindex("\n", 0, at) + 1:] if heading.startswith("|") else text[at:]
+    lines = rest[rest.index("|"):].splitlines() if heading.startswith("|") else \
+        rest[rest.index("\n|") + 1:].splitlines()
+    rows = []
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        rows.append(cells)
+    return rows[2:]
+
+
+CONFIGURATION = REPO / "docs" / "configuration.md"
+
+
+def test_the_config_key_table_is_every_key_the_code_knows():
+    from kijito_pull.core.config import KNOWN_KEYS
+
+    rows = table_after(CONFIGURATION.read_text(), "| key | type | read by | meaning |")
+    # `[personas.NAME]` `mark_read`: a key of the `personas` table
+    keys = {re.sub(r"^\[(\w+)\..*", r"\1", re.findall(r"`([^`]+)`", r[0])[0]) for r in rows}
+    assert keys == set(KNOWN_KEYS)
+
+
+def _variables_the_code_reads() -> set[str]:
+    found: set[str] = set()
+    for path in (REPO / "kijito_pull").rglob("*.py"):
+        found |= set(re.findall(r"[\"'](KIJITO(?:MON)?_[A-Z0-9_]+)[\"']", path.read_text()))
+    for path in (REPO / "extensions").rglob("*.ts"):
+        found |= set(re.findall(r"\benv\.(KIJITO(?:MON)?_[A-Z0-9_]+)", path.read_text()))
+    return found
+
+
+def test_every_variable_the_code_reads_is_in_the_environment_table():
+    read = _variables_the_code_reads()
+    assert {"KIJITOMON_TOKEN", "KIJITO_PULL_CONSUMER", "KIJITO_PULL_PI_DEBUG", "KIJITO_PULL_MARK_READ"} <= read
+    table = table_after(CONFIGURATION.read_text(), "| variable | meaning |")
+    listed = {name for row in table for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row[0])}
+    assert sorted(read - listed) == []
+
+
+def test_the_readme_configuration_table_names_the_variable_of_each_setting_it_lists():
+    """Each README row with a config key names every variable the precedence table gives that key."""
+    precedence = table_after(CONFIGURATION.read_text(), "| setting | used by | order (first that is set wins) |")
+    variables: dict[str, set[str]] = {}
+    for row in precedence:
+        for key in re.findall(r"config `([a-z_]+)`", row[2]):
+            variables.setdefault(key, set()).update(re.findall(r"`\$([A-Z][A-Z0-9_]+)`", row[2]))
+    readme = table_after((REPO / "README.md").read_text(), "| setting | flag | environment | config file key |")
+    checked = 0
+    for row in readme:
+        key = row[3].strip("`")
+        if key in variables:
+            assert variables[key] <= set(re.findall(r"[A-Z][A-Z0-9_]+", row[2])), row
+            checked += 1
+    assert checked >= 4 and "KIJITO_PULL_CONSUMER" in variables["consumer"]
+
+
+def _install_flags() -> dict[tuple[str, str], set[str]]:
+    """(action, target) -> the flags its parser takes, from the CLI itself."""
+    from kijito_pull.cli.main import build_parser
+
+    def subparsers(parser):
+        return next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+
+    out = {}
+    for action in ("install", "uninstall"):
+        for target, parser in subparsers(subparsers(build_parser())[action]).items():
+            out[(action, target)] = {o for a in parser._actions for o in a.option_strings
+                                     if o.startswith("--") and o != "--help"}
+    return out
+
+
+def test_the_install_targets_and_flags_the_configuration_page_gives_are_the_clis():
+    from kijito_pull.harnesses import registry
+
+    text = CONFIGURATION.read_text()
+    section = text.split("### install and uninstall", 1)[1].split("\n### ", 1)[0]
+    sentence = section[section.index("Targets "):].split(" (", 1)[0]
+    assert re.findall(r"`([a-z]+)`", sentence) == list(registry.names())
+    documented: dict[tuple[str, str], set[str]] = {}
+    for flag_cell, targets, _ in table_after(section, "| flag | targets | meaning |"):
+        names = list(registry.names()) if targets == "all" else [
+            n for n in re.findall(r"\b([a-z]+)\b", targets.split("(")[0]) if n in registry.names()]
+        assert names, flag_cell
+        actions = ("install",) if "(install" in targets else ("install", "uninstall")
+        for flag in re.findall(r"`(--[a-z-]+)", flag_cell):
+            for action in actions:
+                for name in names:
+                    documented.setdefault((action, name), set()).add(flag)
+    actual = _install_flags()
+    assert set(actual) == {(a, n) for a in ("install", "uninstall") for n in registry.names()}
+    for where, flags in actual.items():
+        assert documented.get(where, set()) == flags, where
+
+
+def _quick_start(title: str) -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert readme.index("## Quick start") < readme.index("## Install")
+    block = section.split(title, 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_starts_with_a_five_line_path_for_claude_code(tmp_path):
+    import subprocess
+
+    from kijito_pull.harnesses.session import optin
+
+    lines = _quick_start("**I use Claude Code**")
+    assert len(lines) == 5
+    assert lines[0].startswith("uv tool install") and lines[1].startswith("export KIJITOMON_TOKEN=")
+    assert "inbox monitor: raise on start" in lines[2] and "inbox persona:" in lines[2]
+    assert lines[3:] == ["kijito-pull install claude --project", "kijito-pull doctor"]
+    (tmp_path / ".git").mkdir()
+    subprocess.run(["bash", "-c", lines[2]], cwd=tmp_path, check=True)  # the opt-in line, run as written
+    found = optin.resolve(str(tmp_path), {"HOME": str(tmp_path)})
+    assert found.opted_in and found.persona == "river", found
+
+
+def test_the_readme_sandbox_path_runs_as_written(tmp_path):
+    """The sandbox path's lines after the install, run by bash on a free port: the mail arrives."""
+    import socket
+    import subprocess
+    import sys
+
+    lines = _quick_start("**No account yet: the sandbox**")
+    assert len(lines) == 5 and lines[0].startswith("uv tool install")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    script = "\n".join(["set -e", *(line.replace("8765", port) for line in lines[1:3]),
+                        "for i in $(seq 100); do kijito-pull send --to river --from loom 'hello' >/dev/null 2>&1 "
+                        "&& break; sleep 0.1; done",  # the server is up: the documented send, once it answers
+                        *lines[4:], "kill %1"])
+    env = {"PATH": f"{Path(sys.prefix) / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "KIJITO_PULL_CONFIG": os.devnull}
+    assert "kijito-pull send --to river --from loom \"hello\"" in lines[3]
+    ran = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert "from loom" in ran.stdout and "    hello" in ran.stdout, ran.stdout

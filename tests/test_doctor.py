@@ -50,7 +50,7 @@ def machine(tmp_path):
     environ = {
         "HOME": str(home),
         "PATH": str(bindir),
-        "KIJITO_PULL_CONFIG": str(home / ".config" / "kijito-pull" / "config.toml"),
+        "KIJITO_PULL_CONFIG": os.devnull,  # no config file; a test that wants one names it
         "KIJITO_PULL_STATE_DIR": str(home / ".local" / "state" / "kijito-pull"),
         "XDG_CACHE_HOME": str(home / ".cache"),
     }
@@ -70,7 +70,8 @@ def test_broken_machine_names_each_problem_and_its_fix(machine, tmp_path):
     token_file = home / "token"
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o644)
-    config = Path(environ["KIJITO_PULL_CONFIG"])
+    config = home / ".config" / "kijito-pull" / "config.toml"
+    environ["KIJITO_PULL_CONFIG"] = str(config)
     config.parent.mkdir(parents=True)
     config.write_text(f'token_file = "{token_file}"\n')
     environ["KIJITO_PULL_STATE_DIR"] = str(home / ".cache" / "kijito-pull")

@@ -83,7 +83,8 @@ SHORT_BUDGET = 1.5  # KIJITO_PULL_HOOK_BUDGET for the second hang run of a hook
 # may take the budget plus this (the exit itself, on a loaded machine). Interpreter start-up comes
 # before and is not the hook's to control, so the whole call is held to the harness's own timeout.
 EXIT_SLACK = 1.0
-HARNESS_TIMEOUT = min(h["timeout"] for group in json.loads((REPO / "hooks" / "hooks.json").read_text())[
+CLAUDE_HOOKS = REPO / "plugins" / "claude" / "hooks" / "hooks.json"
+HARNESS_TIMEOUT = min(h["timeout"] for group in json.loads(CLAUDE_HOOKS.read_text())[
     "hooks"].values() for matcher in group for h in matcher["hooks"]
     if h["command"].endswith(("claude-session-start", "claude-stop")))
 ALERT_AFTER = 2

@@ -97,8 +97,10 @@ def test_the_import_reader_sees_every_kind_of_import():
 # -- (ii) the hook fast gate ---------------------------------------------------------------------------
 
 #: kijito_pull modules the gate may load for a project that has not opted in: the console entry's first
-#: import, the gate, the registry, the contract and the hook's own harness package (its __init__ only).
+#: import, the launcher's version check, the gate, the registry, the contract and the hook's own harness
+#: package (its __init__ only).
 GATE_MODULES = {"kijito_pull", "kijito_pull.cli", "kijito_pull.cli.early", "kijito_pull.harnesses",
+                "kijito_pull.harnesses.launcher",
                 "kijito_pull.harnesses.hookgate", "kijito_pull.harnesses.registry", "kijito_pull.harnesses.base"}
 #: Standard-library modules that cost real time to import and have no business in the gate.
 HEAVY_STDLIB = ("argparse", "typing", "dataclasses", "enum", "subprocess", "socket", "ssl", "http.client",

@@ -235,8 +235,10 @@ async function started(options = {}) {
 
 describe("helpers", () => {
   test("the CLI is KIJITO_PULL_BIN when set, else kijito-pull from PATH", () => {
-    assert.equal(resolveBin({}), "kijito-pull");
-    assert.equal(resolveBin({ KIJITO_PULL_BIN: "  " }), "kijito-pull");
+    assert.equal(resolveBin({}, null), "kijito-pull");
+    assert.equal(resolveBin({ KIJITO_PULL_BIN: "  " }, null), "kijito-pull");
+    assert.equal(resolveBin({}, "/pkg/bin/kijito-pull-launch"), "/pkg/bin/kijito-pull-launch");
+    assert.ok(resolveBin({}).endsWith("/bin/kijito-pull-launch")); // this checkout ships it
     assert.equal(resolveBin({ KIJITO_PULL_BIN: "/opt/kp/bin/kijito-pull" }), "/opt/kp/bin/kijito-pull");
   });
 
@@ -389,7 +391,7 @@ describe("session start", () => {
       const { world, ctx, bridge } = await started({ ctx: ctxOptions });
       assert.deepEqual(world.execCalls.map((c) => c.args), [["optin", "--json", "--cwd", "/work/project"]]);
       assert.equal(world.children.length, 1);
-      assert.equal(world.child.bin, "kijito-pull");
+      assert.equal(world.child.bin, resolveBin({})); // the launcher this package ships
       assert.deepEqual(world.child.args.slice(0, 4), ["watch", "--persona", "river", "--ack-stdin"]);
       assert.deepEqual(ctx.status.at(-1), [STATUS_KEY, "inbox river: watching"]);
       assert.equal(bridge.state, "running");

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from kijito_pull.context import Context, Flags, Settings
-from kijito_pull.core import config, paths, render
+from kijito_pull.core import config, paths, render, urgency
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     with tempfile.TemporaryDirectory(prefix="kijito-pull-demo-") as state_root, \
             Sandbox(token="demo-token", window_limit=20).start() as sandbox:
         # The demo's own settings: the sandbox, a throw-away state folder, and no user config file.
-        environ = {paths.STATE_DIR_ENV: state_root, paths.CONFIG_ENV: os.path.join(state_root, "none.toml"),
+        environ = {paths.STATE_DIR_ENV: state_root, paths.CONFIG_ENV: os.devnull,
                    config.BASE_ENV: sandbox.url, config.TOKEN_ENV: "demo-token"}
         contexts = {consumer: Context(Settings(environ, Flags(consumer=consumer))) for consumer in ("agent", "script")}
         client = contexts["agent"].client
@@ -76,8 +76,16 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         _heading(env, "2. What an agent is handed (consumer 'agent')")
         collected = _Collect()
         pull("agent", collected)
-        env.stdout.write(render.for_model(PERSONA, collected.messages, clip_chars=400))
-        env.stdout.write("\n")
+        # Inbox rows carry no urgent flag; the counts do, so the hand-over says urgent mail is among it,
+        # as a pull's text and a push say it (core/urgency.py).
+        row = next(c for c in pending.counts if c.persona == PERSONA)
+        urgent = urgency.note(urgency.among(collected.messages, row.unread, row.unread_urgent),
+                              len(collected.messages))
+        env.stdout.write(render.for_model(PERSONA, collected.messages, clip_chars=400,
+                                          extra_notes=[urgent] if urgent else ()))
+        env.stdout.write("\n  (This sandbox stops when the demo ends, so there is nothing for `kijito-pull show` "
+                         "to read afterwards; against `kijito-pull sandbox` or your account it prints the whole "
+                         "message.)\n")
 
         _heading(env, "3. What a script gets: `kijito-pull --once --json --consumer script`")
         lines = io.StringIO()

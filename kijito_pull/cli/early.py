@@ -1,5 +1,6 @@
 """Imported first by the CLI entry: a quiet Ctrl-C during start-up, and `kijito-pull hook NAME`
-answered before the heavy imports.
+answered before the heavy imports. First of all, a kijito-pull that does not fit the plugin whose
+launcher started it hands over to that launcher (kijito_pull.harnesses.launcher).
 
 The console script imports `kijito_pull.cli.main`, which imports every command (and so `requests`,
 `tenacity`, ...): about 150 ms before any code runs. Claude Code and Codex run their hooks in every
@@ -21,7 +22,12 @@ with one line and status 0, until the command installs its own handler (first th
 import signal
 import sys
 
-from kijito_pull.harnesses import hookgate  # standard library only, and first: a hook gets nothing else
+from kijito_pull.harnesses import (
+    hookgate,  # standard library only, and first: a hook gets nothing else
+    launcher,
+)
+
+launcher.reroute(sys.argv)  # started by a plugin's launcher this version does not fit: back to it (exec)
 
 _EXIT_INTERRUPTED = 130  # core.exitcodes.ExitCode.INTERRUPTED, not imported: this runs before everything
 LONG_RUNNING = frozenset({"watch", "relay", "sandbox"})  # commands that exit 0 on SIGTERM

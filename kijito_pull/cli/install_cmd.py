@@ -99,6 +99,7 @@ def _help(parser: argparse.ArgumentParser, env: Environment) -> ExitCode:
 
 
 def run(args: argparse.Namespace, env: Environment) -> int:
+    from kijito_pull.harnesses import installflow as flow
     from kijito_pull.harnesses import installkit as common
 
     if not getattr(args, "target", None):
@@ -114,8 +115,10 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         with errors.about(f"{args.action} {args.target}"):
             request = _request(harness, args, env)
             outcome = harness.install(request) if args.action == "install" else harness.uninstall(request)
+            flow.settle_folders(request, outcome)  # the folders the install made: recorded, or removed when empty
     finally:
         common.on_run = None
+        flow.discard_folders()  # a run that failed leaves none of the empty folders it made
     if not quiet or args.dry_run:
         env.stdout.write(report(outcome, args.dry_run))
         env.stdout.flush()
@@ -142,12 +145,12 @@ def _request(harness: Harness, args: argparse.Namespace, env: Environment) -> In
 
 
 def report(outcome: Outcome, dry_run: bool) -> str:
-    from kijito_pull.harnesses.installkit import Result, shown
+    from kijito_pull.harnesses.installkit import Result, headline, shown
 
     scoped = outcome.harness not in registry.HARNESSES or bool(registry.get(outcome.harness).scopes)
     scope = f" ({outcome.scope} scope)" if scoped else ""
     result = Result(outcome.result)
-    lines = [f"kijito-pull: {outcome.harness}{scope}: {result.text}"]
+    lines = [f"kijito-pull: {outcome.harness}{scope}: {headline(outcome)}"]
     verb = "run" if dry_run else "ran"
     for argv in outcome.commands:
         lines.append(f"  {verb}: {shown(argv)}")

@@ -32,9 +32,12 @@ _CONSUMER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _HEADER_RE = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 # Settings the file may carry, all strings: a wrong type is reported here, not as a crash where it is used.
-_STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer", "on_reset")
-#: Every key the config file may carry (docs/configuration.md); `doctor` names the others as ignored.
-KNOWN_KEYS = (*_STRING_SETTINGS, "max_stop_blocks", "max_attempts", "mark_read", "personas")
+_STRING_SETTINGS = ("api_base", "token_file", "auth_header", "persona", "consumer", "on_reset", "source",
+                    "redis_password_file")
+#: Every key the config file may carry (docs/configuration.md's table; tests/test_docs.py compares them).
+#: The one list: `FileSettings` refuses to read a key not in it, so a setting cannot be read by the code
+#: and called unknown by `doctor` (which names the others as ignored).
+KNOWN_KEYS = (*_STRING_SETTINGS, "max_stop_blocks", "max_attempts", "mark_read", "claim_after", "personas")
 #: What a persona's own table may set (`[personas.river]`): choices an operator makes once per persona,
 #: honoured by every entry point of that persona on this machine (docs/delivery.md, "Read receipts").
 PERSONA_KEYS = ("mark_read",)
@@ -158,13 +161,37 @@ def validate_auth_header(name: str | None) -> str | None:
     return name
 
 
-def load_config_file(environ: Mapping[str, str]) -> dict[str, Any]:
-    """The optional TOML config file; flags and environment win over it."""
+class FileSettings(dict):  # type: ignore[type-arg]
+    """The config file's settings. Reading a key that `KNOWN_KEYS` does not declare is a programming error
+    (KeyError at once, in every test that reaches it), so the keys the code reads and the keys `doctor`
+    knows are one list."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(declared(key), default)
+
+    def __getitem__(self, key: str) -> Any:
+        return super().__getitem__(declared(key))
+
+
+def declared(key: str) -> str:
+    """`key`, when it is a config file key; KeyError naming the list to add it to otherwise."""
+    if key not in KNOWN_KEYS:
+        raise KeyError(f"config file key {key!r} is read but not declared in core/config.py KNOWN_KEYS")
+    return key
+
+
+def load_config_file(environ: Mapping[str, str]) -> FileSettings:
+    """The TOML config file; flags and environment win over it. The default file is optional; a file
+    $KIJITO_PULL_CONFIG names must exist (`/dev/null` for none), since a typo there would otherwise pass
+    as "no settings"."""
     path = paths.Paths(environ).config_file
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        if environ.get(paths.CONFIG_ENV, "").strip():
+            raise ConfigError(f"${paths.CONFIG_ENV} names {path}, which does not exist; create it, point the "
+                              f"variable at your config file, or set it to /dev/null for none") from None
+        return FileSettings()
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
     if sys.version_info >= (3, 11):
@@ -179,7 +206,7 @@ def load_config_file(environ: Mapping[str, str]) -> dict[str, Any]:
         if key in data and not isinstance(data[key], str):
             raise ConfigError(f"config file {path}: {key} must be a quoted string, e.g. {key} = \"...\"")
     _check_persona_tables(path, data.get("personas"))
-    return data
+    return FileSettings(data)
 
 
 def _check_persona_tables(path: Path, tables: Any) -> None:

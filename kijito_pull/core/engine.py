@@ -175,8 +175,8 @@ class Engine:
 
     def remarks(self, delivered: int) -> list[str]:
         """After a pull that delivered nothing to a cursor that never delivered anything (the one time a
-        misspelt persona shows only as silence): the name the account's directory knows in another case
-        (one `GET /api/personas`); else nothing."""
+        misspelt persona shows only as silence): the name the account's directory knows in another case,
+        or that the directory does not list it at all (one `GET /api/personas`); else nothing."""
         if delivered:
             return []
         state = self.store.load().state
@@ -187,8 +187,11 @@ class Engine:
         except (ApiError, AttributeError):
             return []  # the directory is advisory here; the pull itself succeeded
         found = directory.look_up(self.persona, names)
-        clause = found.variant_clause()
-        return [f"warning: {self.persona} {clause}; use --persona {found.variants[0]}"] if clause else []
+        if clause := found.variant_clause():
+            return [f"warning: {self.persona} {clause}; use --persona {found.variants[0]}"]
+        if clause := found.unlisted_clause():
+            return [f"warning: {self.persona} {clause}"]
+        return []
 
     def _plan(self, loaded: Loaded, peek: bool, holder: Holder | None = None) -> Pull:
         if loaded.refused is not None:

@@ -67,6 +67,14 @@ class ApiError(SourceFailed):
         return self.status == 401
 
 
+class EmptyDirectory(ApiError):
+    """The persona directory answered, and lists no persona: readable, but nobody has been sent mail yet
+    (a new account). An ApiError for callers that need a persona from it (`watch --all-personas`)."""
+
+    def __init__(self) -> None:
+        super().__init__("the persona directory is empty: no persona has been sent mail yet")
+
+
 class Untrustworthy(ApiError):
     """An answer that reads well but cannot be believed: it states another persona than the one asked for,
     or carries an id outside MIN_ID..MAX_ID. Nothing from it is delivered (shared/design.md); where a cursor
@@ -310,13 +318,15 @@ def parse_notify(data: Any) -> NotifyResult:
 def parse_personas(data: Any) -> list[PersonaInfo]:
     if not isinstance(data, dict) or not isinstance(data.get("result"), list):
         raise ApiError("malformed personas response: `result` is not a list")
+    if not data["result"]:
+        raise EmptyDirectory()
     out = []
     for row in data["result"]:
         if isinstance(row, dict) and isinstance(row.get("persona"), str) and row["persona"]:
             count = row.get("memory_count")
             out.append(PersonaInfo(row["persona"], count if _is_int(count) and count >= 0 else None))
     if not out:
-        raise ApiError("the persona directory is empty or unreadable")
+        raise ApiError("the persona directory is unreadable: no row names a persona")
     return out
 
 

@@ -316,12 +316,63 @@ def hand_over(persona: str, messages: Sequence[Message], *, clip_chars: int = 20
 
 def note(event: dict) -> str:
     """A diagnostic event (pin, corrupt state, capped replay...) as one plain line for the model."""
-    kind = event.get("event", "note")
-    detail = event.get("reason")
-    if not detail:
-        parts = [f"{k} {event[k]}" for k in ("dropped", "capped_to", "redelivered", "seeded") if k in event]
-        detail = ", ".join(parts) or "see `kijito-pull status`"
-    return f"kijito-pull note ({kind}): {detail}."
+    return f"kijito-pull note: {sentence(event)}"
+
+
+def _count(event: dict, key: str) -> int:
+    value = event.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _were(count: int) -> str:
+    return "was" if count == 1 else "were"
+
+
+def _ids(ids: object) -> str:
+    if not isinstance(ids, list) or not ids:
+        return ""
+    more = f" and {len(ids) - 10} more" if len(ids) > 10 else ""
+    return f" (ids {', '.join(str(i) for i in ids[:10])}{more})"
+
+
+def sentence(event: dict) -> str:
+    """A diagnostic event (baseline_skipped, replay_capped, state_corrupt, an alert...) as a sentence a
+    person reads, saying what happened to which mail; the NDJSON event keeps its fields as they are
+    (docs/events.md). Sanitized, one bounded line."""
+    kind = str(event.get("event", "note"))
+    persona = _field(str(event.get("persona", "?")))
+    reason = event.get("reason")
+    why = f" ({reason})" if reason else ""
+    reader = f"`kijito-pull show ID --persona {shlex.quote(persona)}` reads one"
+    if kind == "baseline_skipped":
+        parts = [f"{persona}: first pull for this consumer: its cursor is set at message {event.get('seeded')}"]
+        if read := _count(event, "skipped_read"):
+            parts.append(f"{_plural(read, 'message')} already read on the server {_were(read)} not handed over "
+                         f"({reader})")
+        if hidden := _count(event, "unread_not_shown"):
+            parts.append(f"{_plural(hidden, 'unread message')} older than the server's newest window "
+                         f"{_were(hidden)} not handed over")
+        text = "; ".join(parts) + why
+    elif kind == "replay_capped":
+        dropped = _count(event, "dropped")
+        text = (f"{persona}: first pull for this consumer: {_plural(dropped, 'older unread message')} "
+                f"{_were(dropped)} not handed over{_ids(event.get('ids'))}, only the newest {event.get('capped_to')} "
+                f"(--max-replay); {reader}")
+    elif kind == "state_corrupt":
+        again = _count(event, "redelivered")
+        then = ("it was restored from its last good copy" if event.get("restored") else
+                f"the {_plural(again, 'visible message')} {'is' if again == 1 else 'are'} handed over again")
+        text = f"{persona}: the cursor file could not be trusted{why}; {then}"
+    elif kind == "seed_ahead":
+        text = (f"{persona}: --seed-at {event.get('seeded')} is above the newest message "
+                f"({event.get('current_max')}), so mail up to that id is taken as handled")
+    elif kind == "persona_added":
+        text = f"{persona}: now watched too{why}"
+    elif reason:
+        text = f"{persona}: {reason}"
+    else:
+        text = f"{persona}: {kind.replace('_', ' ')}; see `kijito-pull status`"
+    return _field_note(text.rstrip(".") + ".")
 
 
 def for_failure(persona: str, what: str, extra_notes: Sequence[str] = ()) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kijito_pull import __version__
 from kijito_pull.context import Flags, Settings
-from kijito_pull.core import config
+from kijito_pull.core import config, paths
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding, shown
 from kijito_pull.harnesses.session import optin
 
@@ -45,11 +45,17 @@ def check_config(ctx: Context) -> Finding:
     try:
         ctx.settings = found.file
     except config.ConfigError as exc:
-        ctx.settings = found.file = {}  # the later checks go on as if there were no file
+        ctx.settings = found.file = config.FileSettings()  # the later checks go on as if there were no file
+        if not path.exists():  # named by $KIJITO_PULL_CONFIG, and missing
+            return Finding("config", FAIL, str(exc),
+                           f"create {shown(path, ctx.environ)}, or unset ${paths.CONFIG_ENV} to read the "
+                           f"default file (see docs/configuration.md)")
         return Finding("config", FAIL, str(exc),
                        f"fix the TOML in {shown(path, ctx.environ)} (see docs/configuration.md), or move it away")
     if not path.exists():
         return Finding("config", OK, f"no config file at {shown(path, ctx.environ)} (optional)")
+    if str(path) == os.devnull:
+        return Finding("config", OK, f"no config file (${paths.CONFIG_ENV} is {os.devnull})")
     known = config.KNOWN_KEYS
     unknown = sorted(k for k in ctx.settings if k not in known)
     keys = ", ".join(sorted(k for k in ctx.settings if k in known)) or "no settings"
@@ -61,15 +67,21 @@ def check_config(ctx: Context) -> Finding:
 
 
 def check_command(ctx: Context) -> Finding:
-    """The hooks, the pi extension and the daemon run `kijito-pull` by name: it must be on their PATH."""
+    """The hooks and plugins start kijito-pull through its launcher (the installing kijito-pull, else PATH's,
+    else `uvx`), the daemon by absolute path: is there one they can start from this PATH?"""
     found = which("kijito-pull", ctx.environ)
     if found is None:
+        uvx = which("uvx", ctx.environ)
+        if uvx is not None:
+            return Finding("command", OK,
+                           f"kijito-pull is not on PATH; plugins installed from a harness's own channel start it "
+                           f"through {shown(uvx, ctx.environ)} (uvx --from kijito-pull=={__version__}; hooks that "
+                           f"`kijito-pull install` wrote try the installing kijito-pull first)")
         return Finding("command", WARN,
-                       "kijito-pull is not on PATH, so the harness hooks (which run `kijito-pull hook ...`) "
-                       "cannot start it",
-                       "install it for your user from the kijito-pull checkout or a built wheel (it is not on "
-                       "PyPI yet): `uv tool install .` or `pipx install .` (or `pipx install dist/*.whl`), then "
-                       "`uv tool update-shell` / `pipx ensurepath`, and restart the harness from that shell")
+                       "kijito-pull is not on PATH and uv is not installed, so a plugin installed from a harness's "
+                       "own channel cannot start it (its hooks say so at session start and do nothing)",
+                       "`uv tool install kijito-pull` (or `pipx install kijito-pull`), then `uv tool update-shell` / "
+                       "`pipx ensurepath`, and restart the harness from that shell; or install uv")
     here = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "kijito-pull"))
     detail = f"{shown(found, ctx.environ)} (kijito-pull {__version__}, Python {sys.version.split()[0]})"
     if os.path.exists(here) and os.path.realpath(found) != here:

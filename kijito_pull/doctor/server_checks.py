@@ -116,11 +116,16 @@ def check_persona(ctx: Context) -> Finding:
         return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}); not looked up: the server "
                                         "was not reachable", "fix the reachability finding")
     from kijito_pull.core import directory
-    from kijito_pull.core.models import ApiError
+    from kijito_pull.core.models import ApiError, EmptyDirectory
 
     client = _client(ctx)
     try:
         names = [p.persona for p in client.personas()]
+    except EmptyDirectory:
+        # Readable, and nobody is in it: a new account or sandbox. Nothing to fix, nothing to compare with.
+        return Finding("persona", OK, f"{ctx.persona} (from {ctx.persona_source}); the account's persona "
+                                      f"directory is empty (a new account: no persona has been sent mail yet), so "
+                                      f"the name cannot be checked; it appears there once someone sends it mail")
     except ApiError as exc:
         return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}); the persona directory could "
                                         f"not be read ({exc})",
@@ -135,7 +140,5 @@ def check_persona(ctx: Context) -> Finding:
         return Finding("persona", FAIL, f"{ctx.persona} (from {ctx.persona_source}) {found.variant_clause()}",
                        f"use the directory's spelling: 'inbox persona: {found.variants[0]}' or --persona "
                        f"{found.variants[0]}")
-    count = f"{found.size} persona" + ("" if found.size == 1 else "s")
-    return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}) is not in the account's directory "
-                                    f"({count}): nobody has written to it yet, or the name is wrong",
+    return Finding("persona", WARN, f"{ctx.persona} (from {ctx.persona_source}) {found.unlisted_clause()}",
                    "check the spelling against the directory; it appears there once someone sends it mail")

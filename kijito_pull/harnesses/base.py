@@ -23,8 +23,9 @@ A Harness says:
   every hook that names none);
 - `confirmation`: where a hand-over can later be confirmed: "transcript" (the harness keeps a
   transcript we can read back), "session" (the harness session itself answers), or None; `record`:
-  for a harness whose hook input names no transcript, `record(data, paths, session_id)`, the
-  `transcript.Transcript` it keeps (or None), found its own way (None: the input's `transcript_path`);
+  for a harness whose hook input names no transcript, or whose record is read by a rule of its own (Qwen
+  Code's), `record(data, paths, session_id)`, the `transcript.Transcript` it keeps (or None), found its own
+  way (None: the input's `transcript_path`, read for markers);
   `holders`: the session's other holders of hand-overs besides its hooks (Claude Code's pusher, the
   Codex watcher), as (holder key prefix, transcript reader name) pairs: SessionEnd settles each of
   them from where its own reader stopped (kijito_pull.harnesses.handover.session_end);

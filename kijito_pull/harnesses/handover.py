@@ -3,6 +3,7 @@ its text handed to the harness as one JSON object, the cursor acknowledged only 
 written and flushed (`delivery.pull_through` with a batch sink).
 
     session_start   SessionStart: waiting mail as `additionalContext`
+    prompt          UserPromptSubmit: mail that arrived since as `additionalContext` (Qwen Code)
     stop            Stop: unseen mail blocks the stop (`{"decision": "block", "reason": ...}`), at most
                     `max_stop_blocks` times in a row per session; never twice for the same mail
     answer          runs one of them inside a budget (`Output`): if nothing was written when the budget
@@ -36,7 +37,7 @@ from kijito_pull.core.environment import Environment
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.pending import Holder
-from kijito_pull.core.sink import BatchSink
+from kijito_pull.core.sink import HELD_KEPT, BatchSink
 from kijito_pull.core.state import StateError
 from kijito_pull.harnesses.base import INTERACTIVE, TRANSCRIPT, resolve
 from kijito_pull.harnesses.hookgate import HookInput, say
@@ -289,7 +290,7 @@ def pull(inp: HookInput, env: Environment, sink: HookSink) -> PullReport:
         if session is None:
             return pull_through(ready.engine, ready.engine.factory, sink)
         holder, transcript = session
-        sink.mark = lambda: mark_handed(transcript.handed_marker)
+        sink.mark = lambda: (mark_handed(transcript.handed_marker), transcript.handing_over())
         return pull_through(ready.engine, ready.engine.factory, sink, holder=holder, confirm=transcript)
     finally:
         ready.close()
@@ -423,6 +424,28 @@ def session_start(inp: HookInput, env: Environment, out: Output, extra: Sequence
     report_problems(inp, env, report)
     if not report.delivered and report.refused is None and (inp.mode == INTERACTIVE or sink.notes):
         emit(sink.text(persona, []))
+    return 0
+
+
+def prompt(inp: HookInput, env: Environment, out: Output) -> int:
+    """UserPromptSubmit: mail that arrived since the last hand-over as context for this prompt (nothing when
+    there is none). What the session already holds stays held (`HELD_KEPT`): it was handed over with this
+    session's context or a Stop block, and the prompt's request carries it already; the record confirms it
+    later. Any failure lets the prompt go on, saying why."""
+    persona = inp.persona
+    sink = HookSink(lambda text: out.json(context_json("UserPromptSubmit", text)))
+    sink.held = HELD_KEPT
+    try:
+        report = pull(inp, env, sink)
+    except config.ConfigError as exc:
+        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)}")
+        return 0
+    except (ApiError, StateError) as exc:
+        if not written_before_failure(inp, env, out, exc):
+            say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)} (nothing was "
+                            f"acknowledged)")
+        return 0
+    report_problems(inp, env, report)
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses import installfolders
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses.installkit import InstallError, Outcome, Result
 
@@ -21,11 +22,13 @@ from kijito_pull.harnesses.installkit import InstallError, Outcome, Result
 def add_command_argument(parser: Any, runs: str = "the hooks") -> None:
     """`--command`: the kijito-pull command `runs` (what a harness runs: its hooks, its plugin)."""
     parser.add_argument("--command", metavar="CMD",
-                        help=f"the kijito-pull command {runs} run (default: this installation, by absolute path)")
+                        help=f"the kijito-pull command {runs} run (default: kijito-pull's launcher, which runs this "
+                             f"installation by absolute path, else kijito-pull from PATH, else uvx)")
 
 
 def command_prefix(command: str | None) -> list[str]:
-    """The argv words a harness is to run: `--command`, else this installation by absolute path."""
+    """The argv words `--command` names, else this installation by absolute path (the installers' default is
+    the launcher, plugin_files.launcher_command, which runs this installation first)."""
     if command:
         try:
             words = shlex.split(command)
@@ -42,6 +45,40 @@ def note_command(outcome: Outcome, prefix: Sequence[str], environ: Mapping[str, 
     exe, exists = common.command_executable(shlex.join(prefix), environ)
     if not exists:
         outcome.notes.append(f"`{exe}` is not an executable on this PATH: {runs} would fail until it is")
+
+
+def settle_folders(request: Any, outcome: Outcome) -> None:
+    """After a real install: remember the folders it created. After a real uninstall: remove those of the
+    harness's folders that are empty now, and say so (kijito_pull.harnesses.installfolders)."""
+    made = installfolders.take()
+    if request.dry_run:
+        return
+    if request.action == "install":
+        installfolders.record(request.environ, request.harness, made)
+    elif outcome.result == Result.UNINSTALLED:
+        removed = installfolders.remove_created(request.environ, request.harness)
+        if removed:
+            outcome.notes.append(f"removed the empty folders the install created: {', '.join(removed)}")
+
+
+def discard_folders() -> None:
+    """After a run that did not finish (an InstallError): the empty folders it made are removed, none is
+    remembered, so the next run records only its own."""
+    installfolders.remove_made()
+
+
+def again(request: Any, *extra: str) -> str:
+    """The command that repeats `request` in the same scope: `kijito-pull install opencode --project DIR`
+    (DIR only when the request named another folder than the current one), so advice to run it again never
+    drops the scope the user chose."""
+    words = ["kijito-pull", request.action, request.harness]
+    if request.scope == common.PROJECT:
+        words.append("--project")
+        if request.project is not None and Path(request.project) != Path(request.cwd).resolve():
+            words.append(str(request.project))
+    elif request.scope == common.USER:
+        words.append("--user")
+    return shlex.join([*words, *extra])
 
 
 def install_tail(outcome: Outcome, dry_run: bool, before: bytes | None, new: bytes, *,

@@ -25,6 +25,7 @@ from typing import Any
 from kijito_pull.core.errors import KijitoPullError
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
+from kijito_pull.harnesses import installfolders
 
 APP = "kijito-pull"
 USER = "user"
@@ -327,8 +328,9 @@ def diff(path: Path, before: bytes | None, after: bytes | None) -> str:
 
 
 def write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write atomically (temp file + rename), keeping the file's mode when it existed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically (temp file + rename), keeping the file's mode when it existed; the folders it
+    makes for it are noted (installfolders), so the uninstall removes them again."""
+    installfolders.make_dirs(path.parent)
     try:
         keep = path.stat().st_mode & 0o7777
     except FileNotFoundError:
@@ -387,14 +389,16 @@ class Restored:
     backup: Path | None = None
 
 
-def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False) -> tuple[bytes | None, Restored]:
+def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False,
+                            theirs: Sequence[str] = ()) -> tuple[bytes | None, Restored]:
     """Put a settings file right once our entries are out of `result` (its parsed content now).
 
     `file` is the file as it was before the uninstall began (a harness command may have rewritten it
     since): its style and key order are kept, and its bytes are what a backup keeps.
     - the backup made at install time parses to the same content: its bytes, byte for byte (and the
       backup is removed, as the file now equals it);
-    - no backup (the file did not exist before we added to it) and nothing else is left: no file;
+    - no backup (the file did not exist before we added to it) and nothing else is left (but the top-level
+      keys in `theirs`, which the harness writes into any settings file itself): no file;
     - otherwise (someone changed other settings meanwhile): `result`, in the file's own key order and
       style, with the file as it was kept in a timestamped backup.
     Writes nothing when `dry_run`; returns (new bytes or None for no file, what happened)."""
@@ -413,7 +417,7 @@ def restore_after_uninstall(file: JsonFile, result: Any, dry_run: bool = False) 
                 bak.unlink()
             return saved, Restored("restored")
     pruned = prune_empty(result, original if isinstance(original, dict) else None)
-    if saved is None and pruned == {}:
+    if saved is None and isinstance(pruned, dict) and not set(pruned) - set(theirs):
         if not dry_run and file.path.exists():
             file.path.unlink()
             _remove_empty_dir(file.path.parent)
@@ -549,6 +553,17 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     backups: list[Path] = field(default_factory=list)
     code: ExitCode = ExitCode.OK
+    changed: list[str] = field(default_factory=list)  # what an install whose hooks were in place still changed
+
+
+def headline(outcome: Outcome) -> str:
+    """The words `kijito-pull install` prints for an outcome: its result's, except that an install whose
+    hooks were already in place but which still changed something (trust recorded) says what it changed,
+    never "nothing changed"."""
+    result = Result(outcome.result)
+    if result is Result.ALREADY_INSTALLED and outcome.changed:
+        return f"already installed; changed: {', '.join(outcome.changed)}"
+    return result.text
 
 
 def begin(request: Any, path_of: Callable[[str, Mapping[str, str], Path], Path]) -> tuple[Outcome, JsonFile]:
@@ -561,7 +576,7 @@ def begin(request: Any, path_of: Callable[[str, Mapping[str, str], Path], Path])
 def materialize(dest: Path, files: Mapping[str, Path], dry_run: bool = False,
                 contents: Mapping[str, bytes] | None = None) -> list[str]:
     """Copy `files` (relative name -> source) under `dest`, a name in `contents` written with those bytes
-    instead; returns the names that changed."""
+    instead (a name under bin/ is made executable); returns the names that changed."""
     changed = []
     for rel, src in files.items():
         target = dest / rel
@@ -569,5 +584,5 @@ def materialize(dest: Path, files: Mapping[str, Path], dry_run: bool = False,
         if read_bytes(target) != data:
             changed.append(rel)
             if not dry_run:
-                write_bytes(target, data, 0o644)
+                write_bytes(target, data, 0o755 if rel.startswith("bin/") else 0o644)  # bin/: the launcher
     return changed

@@ -27,6 +27,7 @@ HARNESSES = {
     "copilot": "kijito_pull.harnesses.copilot",
     "opencode": "kijito_pull.harnesses.opencode",
     "kimi": "kijito_pull.harnesses.kimi",
+    "qwen": "kijito_pull.harnesses.qwen",
     "daemon": "kijito_pull.harnesses.daemon",
 }
 

@@ -1,7 +1,7 @@
 """The harness kit for a harness whose hooks live in a JSON settings file (Codex's hooks.json, and any
 harness that reads Claude Code's hook vocabulary): the settings edit and the install sequence, once.
 
-    {"hooks": {"<Event>": [{"hooks": [{"type": "command", "command": "<kijito-pull> hook <name>",
+    {"hooks": {"<Event>": [{"hooks": [{"type": "command", "command": "<launcher> hook <name>",
                                        "timeout": 15}]}], ...}}
 
 `SettingsHooks(harness, path_of)` gives such a harness its whole installer contract
@@ -23,11 +23,15 @@ harness's installer module is its settings path and one line binding these. What
   is a file apart): a file of that name that holds anyone else's handler is refused, never rewritten or
   removed, and once uninstall removed the file, `folders_of(scope, environ, project)` names the folders
   the install may have made, removed in that order while empty; `undo(request, outcome)` is the harness's
-  own uninstall step (run whether or not the hooks were still there).
+  own uninstall step (run whether or not the hooks were still there);
+- `theirs`: top-level keys the harness writes into any settings file itself (Qwen Code's `$version`): a file
+  the install created that holds nothing else once ours are out is removed all the same.
 
 Which events: each `Hook` of the harness with `installed=True` (default: every hook), its event the
-settings key. Our handlers are told by their command (`... kijito-pull hook <one of our names>`), so a
-kijito-pull that moved is found and updated.
+settings key. Our handlers are told by their command (`... kijito-pull hook <one of our names>`, or
+`.../kijito-pull-launch hook ...`), so a kijito-pull that moved is found and updated. The command is
+`--command` when given, else the launcher in kijito-pull's data folder (bin/kijito-pull-launch: the
+installing kijito-pull first, then PATH's if its version fits, then `uvx`; see harnesses/launcher.py).
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ from typing import Any
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installflow as flow
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses import sourceflags
+from kijito_pull.harnesses import plugin_files, sourceflags
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
+from kijito_pull.harnesses.launcher import MARKER
 
 #: A harness step run by the install sequence: (the request, the outcome so far).
 Step = Callable[[Any, Outcome], None]
@@ -58,7 +63,7 @@ class SettingsHooks:
                  already: Step | None = None, named: bool = False,
                  extra_arguments: Callable[[Any], None] | None = None, own_file: bool = False,
                  folders_of: Callable[[str, Mapping[str, str], Path], Sequence[Path]] | None = None,
-                 undo: Step | None = None):
+                 undo: Step | None = None, theirs: Sequence[str] = ()):
         self.name = harness.name
         self.repository = harness.project == "repository"  # where --project and the wiring look (base.REPOSITORY)
         self.named = named  # each handler of ours also carries `"name": <our hook>` (Gemini CLI shows it)
@@ -74,7 +79,8 @@ class SettingsHooks:
         self.optional = tuple(optional)
         self.check, self.after, self.already = check, after, already
         self.own_file, self.folders_of, self.undo = own_file, folders_of, undo
-        self._ours = re.compile(r"(?:^|[\s/'\"])(?:kijito-pull|kijito_pull)['\"]?\s+hook\s+("
+        self.theirs = tuple(theirs)  # top-level keys the harness writes into any settings file itself
+        self._ours = re.compile(r"(?:^|[\s/'\"])(?:kijito-pull|kijito_pull)(?:-launch)?['\"]?\s+hook\s+("
                                 + "|".join(map(re.escape, self.events.values())) + r")\b")
 
     # -- the edit -------------------------------------------------------------------------------------------
@@ -206,6 +212,10 @@ class SettingsHooks:
                 continue
             commands = [h.get("command") for hs in found.values() for h in hs]
             command, exists = common.command_executable(commands[0], environ)
+            launcher = Path(command) if command and Path(command).name == MARKER else None
+            how = None
+            if launcher is not None and exists:  # through the launcher: what it finds on this PATH
+                command, exists, how = plugin_files.how_hooks_find(launcher, environ)
             again = f"run `kijito-pull install {self.name} --{scope}` again"
             details = []
             missing = [e for e, hook in self.events.items()
@@ -217,7 +227,9 @@ class SettingsHooks:
                          if e not in self.events or self.events[e] != self.hook_name(h.get("command"))]
             if misplaced:
                 details.append(f"a kijito-pull hook is on the wrong event ({', '.join(sorted(set(misplaced)))})")
-            if not exists:
+            if how is not None:
+                details.append(f"hooks find kijito-pull {how}")
+            elif not exists:
                 details.append(f"`{command}` does not exist: {again}")
             wired = not [e for e in missing if e not in self.optional]
             out.append(Wiring(self.name, scope, wired, str(path), command, exists, "; ".join(details)))
@@ -236,14 +248,16 @@ class SettingsHooks:
             if self.extra_arguments is not None:
                 self.extra_arguments(parser)
 
-    #: The argv words the hooks run: `--command`, else this installation by absolute path.
+    #: The argv words the hooks run with `--command` (without it: plugin_files.launcher_command).
     prefix = staticmethod(flow.command_prefix)
 
     def install(self, request: Any) -> Outcome:
         outcome, file = common.begin(request, self.path_of)
         self.refuse_foreign(file)
         path = outcome.path
-        prefix = self.prefix(request.option("command"))
+        given = request.option("command")
+        # --command as given; else the launcher (this installation first, then PATH, then uvx)
+        prefix = self.prefix(given) if given else plugin_files.launcher_command(request.environ, request.dry_run)
         tail = sourceflags.source_flags(request)  # --source / --consumer, on each hook's command line
         if self.is_installed(file.data, prefix, tail):
             outcome.result = Result.ALREADY_INSTALLED
@@ -256,7 +270,8 @@ class SettingsHooks:
             return outcome
 
         def plan() -> None:
-            flow.note_command(outcome, prefix, request.environ)
+            if given:
+                flow.note_command(outcome, prefix, request.environ)
             if self.check is not None:
                 self.check(request, outcome)
 
@@ -273,7 +288,8 @@ class SettingsHooks:
         if not self.our_handlers(file.data):
             outcome.result = Result.NOT_INSTALLED
         else:
-            new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run)
+            new, how = common.restore_after_uninstall(file, self.without_ours(file.data), dry_run=request.dry_run,
+                                                      theirs=self.theirs)
             outcome.diffs.append(common.diff(outcome.path, file.raw, new))
 
             def undo() -> None:

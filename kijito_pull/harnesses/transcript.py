@@ -88,6 +88,19 @@ class Transcript:
                 json.dump({"path": self.path, "offset": offset}, handle)
             os.replace(tmp, self._offset_file)
 
+    def skip_to_end(self) -> None:
+        """Keep the transcript's present end as where the next look starts (what is there now is not
+        read again)."""
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            size = 0
+        self._save(size)
+
+    def handing_over(self) -> None:
+        """Called just before this session is handed something (nothing here: a harness whose record shows
+        hand-overs only by what follows them keeps where the record stood, kijito_pull.harnesses.qwen.record)."""
+
     def forget(self) -> None:
         """The session is over: drop what was kept about it."""
         for path in (self._offset_file, self.handed_marker):

@@ -51,9 +51,7 @@ class TextSink(Sink):
     def signal(self, event: dict) -> None:
         if self.notes is None:
             return
-        detail = event.get("reason") or ", ".join(
-            f"{k}={event[k]}" for k in ("seeded", "dropped", "capped_to", "redelivered") if k in event)
-        _write(self.notes, render.sanitize(f"kijito-pull: note: {event.get('persona')}: {event['event']}: {detail}\n"))
+        _write(self.notes, f"kijito-pull: note: {render.sentence(event)}\n")  # a sentence; --json keeps the fields
 
     def begin(self, persona: str, messages: Sequence[Message]) -> None:
         if not messages:

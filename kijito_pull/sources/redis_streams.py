@@ -390,7 +390,7 @@ class RedisSource:
         """The stream's wake (sources/redis_wake.py's RedisWake: XREAD BLOCK); `poll` is not needed."""
         from kijito_pull.sources.redis_wake import RedisWake
 
-        return RedisWake(self, hold)
+        return RedisWake([self], hold)
 
     def remarks(self, delivered: int) -> list[str]:
         return []

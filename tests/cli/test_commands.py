@@ -144,7 +144,7 @@ def test_status_shows_pending_hand_overs_per_session(sb, cli):
     assert cli("--once", "--json", "--persona", "P").new_ids == [first]
     mids = [sb.send(to="P", sender="Q", content=f"m{i}") for i in range(3)]
     environ = {"KIJITOMON_TOKEN": sb.token, "KIJITO_BASE": sb.url, "KIJITO_PULL_STATE_DIR": str(cli.state_dir),
-               "KIJITO_PULL_CONFIG": str(cli.state_dir / "none.toml")}
+               "KIJITO_PULL_CONFIG": os.devnull}
     with Context(Settings(environ, Flags())) as ctx, ctx.engine("P").open(holder=Holder("claude:s1")) as pull:
         pull.hand_over(pull.pending[:2])
     [row] = [json.loads(line) for line in cli("status", "--json").stdout.splitlines()]
@@ -220,7 +220,7 @@ def test_quiet_silences_notes_but_not_errors(sb, cli):
     for i in range(3):
         sb.send(to="P", sender="Q", content=f"m{i}")
     noisy = cli("--once", "--persona", "P", "--max-replay", "1", "--consumer", "a")
-    assert "replay_capped" in noisy.stderr
+    assert "older unread messages were not handed over" in noisy.stderr
     quiet = cli("--once", "--persona", "P", "--max-replay", "1", "--consumer", "b", "-q")
     assert quiet.stderr == "" and "m2" in quiet.stdout
     assert cli("--once", "--persona", "P", "-q", env={"KIJITOMON_TOKEN": ""}).stderr  # errors still speak

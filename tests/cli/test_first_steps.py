@@ -37,7 +37,7 @@ def test_the_directory_is_asked_only_while_a_cursor_has_delivered_nothing(sb, cl
     assert cli("--once", "--persona", "river").code == 0  # delivers: no directory read needed
     assert cli("--once", "--persona", "river").stdout == "No new mail for river.\n"
     assert [r for r in sb.requests if r["path"] == "/api/personas"] == []
-    assert cli("--once", "--persona", "nobody").stderr == ""  # asked, but no variant: nothing to say
+    assert "nobody is not in the account's directory" in cli("--once", "--persona", "nobody").stderr
     assert len([r for r in sb.requests if r["path"] == "/api/personas"]) == 1
 
 

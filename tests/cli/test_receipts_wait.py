@@ -21,8 +21,7 @@ TOKEN = "receipts-wait-token"
 
 
 def _configure(cli: Cli, text: str) -> None:
-    (cli.state_dir).mkdir(parents=True, exist_ok=True)
-    (cli.state_dir / "no-config.toml").write_text(text)
+    cli.configure(text)
 
 
 def _sent(result) -> dict:

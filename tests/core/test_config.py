@@ -312,8 +312,9 @@ def test_config_file_is_parsed(tmp_path):
     assert resolve_api_base(None, {}, data.get("api_base")) == "https://file.example"
 
 
-def test_missing_config_file_is_empty(tmp_path):
-    assert config.load_config_file({"KIJITO_PULL_CONFIG": str(tmp_path / "absent.toml")}) == {}
+def test_a_missing_config_file_the_variable_names_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load_config_file({"KIJITO_PULL_CONFIG": str(tmp_path / "absent.toml")})
 
 
 @pytest.mark.parametrize("text", ['api_base = "unterminated', "= 1", "[table\nx=1", "a = 1\na = 2",

@@ -47,7 +47,7 @@ class Dashboard:
 
 def environ(api_base: str, token: str, state: Path) -> dict[str, str]:
     return {"KIJITOMON_TOKEN": token, "KIJITO_BASE": api_base, "KIJITO_PULL_STATE_DIR": str(state),
-            "KIJITO_PULL_CONFIG": str(state / "no-config.toml"), "PATH": os.environ.get("PATH", ""),
+            "KIJITO_PULL_CONFIG": os.devnull, "PATH": os.environ.get("PATH", ""),
             "PYTHONPATH": str(REPO)}
 
 

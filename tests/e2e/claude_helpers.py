@@ -20,6 +20,7 @@ from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel
 
 REPO = h.REPO_ROOT
+PLUGIN = REPO / "plugins" / "claude"  # the Claude Code plugin's own folder (`--plugin-dir`)
 TOKEN = "e2e-kijito-token"
 PERSONA = "river"
 OPT_IN = "# Project\n\n- inbox monitor: raise on start\n- inbox persona: river\n"
@@ -52,7 +53,7 @@ def hook_env(sandbox_url: str, state: Path, **extra: str) -> dict[str, str]:
         "KIJITO_BASE": sandbox_url,
         "KIJITOMON_TOKEN": TOKEN,
         "KIJITO_PULL_STATE_DIR": str(state),
-        "KIJITO_PULL_CONFIG": str(state.parent / "kijito-pull-config-none.toml"),
+        "KIJITO_PULL_CONFIG": os.devnull,
         "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}",
         **extra,
     }

@@ -21,6 +21,12 @@ MODEL_PATH = "/chat/completions"
 _CACHE = Path(tempfile.gettempdir()) / f"kijito-pull-e2e-copilot-cache-{os.getuid()}"
 
 
+def cache_dir() -> Path:
+    """The shared cache Copilot unpacks its JS into (once per machine, not per test: 235 MB)."""
+    _CACHE.mkdir(mode=0o700, exist_ok=True)
+    return _CACHE
+
+
 def copilot_env(harness: h.Harness, home: Path, model_url: str, sandbox_url: str, state: Path,
                 **extra: str) -> dict[str, str]:
     hook = ch.hook_env(sandbox_url, state)

@@ -5,7 +5,8 @@ Harness names: ``claude`` (Claude Code, oldest supported), ``claude2`` (Claude C
 ``codex`` (Codex CLI), ``pi073`` (@mariozechner/pi-coding-agent 0.73.x, system
 node), ``pi1`` (@earendil-works/pi-coding-agent 1.x, the Node 22 installed next to it), ``copilot``
 (GitHub Copilot CLI, its native binary), ``gemini`` (Gemini CLI's bundle, system node),
-``opencode`` (OpenCode's native binary) and ``kimi`` (Kimi Code CLI's bundle, the Node 22 installed next to it).
+``opencode`` (OpenCode's native binary), ``kimi`` (Kimi Code CLI's bundle, the Node 22 installed next to it)
+and ``qwen`` (Qwen Code's ``cli-entry.js``, the same Node 22).
 
 Isolation: when ``unshare -n`` + ``nsenter`` work (probed once per process), every harness runs in
 a private network namespace that has only loopback, so nothing can leak out. A server the harness
@@ -39,14 +40,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi")
+HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi", "qwen")
 REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
 
 # Environment prefixes stripped from the parent environment so a test run inside an agent
 # session (or with a developer's keys set) cannot leak settings into the harness under test.
 _STRIPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "PI_", "CODEX_", "KIJITO", "OTEL_", "COPILOT_", "GEMINI_",
                       "GOOGLE_", "OPENCODE_", "GITHUB_COPILOT_",
-                      "KIMI_", "MOONSHOT_")
+                      "KIMI_", "MOONSHOT_", "QWEN_")
 
 T = TypeVar("T")
 
@@ -116,6 +117,11 @@ def find_harness(name: str) -> Harness | None:
         node = shutil.which("node")
         if bundle.is_file() and node:
             return Harness(name, (node, str(bundle)), _stamp_version(name))
+    elif name == "qwen":
+        cli = base / "@qwen-code" / "qwen-code" / "cli-entry.js"
+        node = node22()
+        if cli.is_file() and node:
+            return Harness(name, (str(node), str(cli)), _stamp_version(name))
     elif name == "pi1":
         cli = base / "@earendil-works" / "pi-coding-agent" / "dist" / "bundle" / "cli.js"
         node = node22()

@@ -290,7 +290,7 @@ class Puller:
         self.home.mkdir(parents=True, exist_ok=True)
         return h.base_env(self.home, {
             "KIJITO_BASE": self.sb.url, "KIJITOMON_TOKEN": TOKEN, "KIJITO_PULL_STATE_DIR": str(self.state_dir),
-            "KIJITO_PULL_CONFIG": str(self.home / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,
             # headless Claude Code, and no waker process left behind by a hook
             "CLAUDE_CODE_ENTRYPOINT": "sdk-cli", "KIJITO_PULL_CLAUDE_WAKER": "off"})
 

@@ -5,6 +5,7 @@ plugin with `--source ... --consumer ...` on each hook's command line (the insta
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -44,7 +45,7 @@ def start_relay(netns: h.NetNS, sandbox, server: redisserver.RedisServer, state:
                 token: str = ch.TOKEN) -> subprocess.Popen:
     """`kijito-pull relay` from the (real) sandbox into `server`, inside the namespace, its own state."""
     env = {"PATH": f"{ch.venv_bin()}:/usr/bin:/bin", "KIJITO_BASE": sandbox.url, "KIJITOMON_TOKEN": token,
-           "KIJITO_PULL_STATE_DIR": str(state), "KIJITO_PULL_CONFIG": str(state / "none.toml"),
+           "KIJITO_PULL_STATE_DIR": str(state), "KIJITO_PULL_CONFIG": os.devnull,
            "HOME": str(state)}
     argv = netns.wrap([str(ch.venv_bin() / "kijito-pull"), "relay", "--redis", server.url,
                        "--persona", ch.PERSONA, "--interval", "0.2"])
@@ -81,7 +82,7 @@ def claude_plugin(folder: Path, server: redisserver.RedisServer) -> Path:
         if rel == "hooks/hooks.json":
             target.write_bytes(hooks_with(src.read_bytes(), tail))
         else:
-            shutil.copyfile(src, target)
+            shutil.copy2(src, target)  # the launcher keeps its exec bit
     return folder
 
 

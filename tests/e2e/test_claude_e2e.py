@@ -22,6 +22,7 @@ import pytest
 from tests.e2e import claude_helpers as ch
 from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel
+from tests.waiting import budget
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +50,7 @@ def test_claude_p_gets_waiting_mail_first_and_new_mail_at_stop_once(
 
     with FakeModel(reply, bind=netns.listen) as fm:
         result = h.run_claude_p(claude_harness, "summarize the task", base_url=fm.url, home=e2e_home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=90)
+                                plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=90)
         assert result.returncode == 0, _diag(result)
         convo = ch.conversation_requests(fm, "summarize the task")
     assert convo, _diag(result)
@@ -100,7 +101,7 @@ def test_claude_p_acknowledges_only_what_the_model_was_shown(
         before = sandbox.send(ch.PERSONA, "loom", "BEFORE: establishes the cursor")
         with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
             result = h.run_claude_p(claude_harness, "first run", base_url=fm.url, home=e2e_home, cwd=project,
-                                    plugin_dirs=[ch.REPO], env=env, timeout=90)
+                                    plugin_dirs=[ch.PLUGIN], env=env, timeout=90)
             assert result.returncode == 0, _diag(result)
         assert _cursor(state)["cursor"] >= before and not _cursor(state).get("pending")
     total = 40 if first_contact else 120
@@ -110,7 +111,7 @@ def test_claude_p_acknowledges_only_what_the_model_was_shown(
     for run in range(4):
         with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
             result = h.run_claude_p(claude_harness, f"work run {run}", base_url=fm.url, home=e2e_home,
-                                    cwd=project, plugin_dirs=[ch.REPO], env=env, timeout=120)
+                                    cwd=project, plugin_dirs=[ch.PLUGIN], env=env, timeout=120)
             assert result.returncode == 0, _diag(result)
             runs.append(_shown_ids(fm))
         cursor = _cursor(state)["cursor"]
@@ -146,7 +147,7 @@ def test_not_opted_in_nothing_reaches_the_model_and_the_sandbox_sees_no_request(
     sandbox.send(ch.PERSONA, "loom", "MAIL-NOT-FOR-YOU")
     sandbox.clear_requests()
     result = h.run_claude_p(claude_harness, "hello there", base_url=fake_model.url, home=e2e_home, cwd=project,
-                            plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=60)
+                            plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=60)
     assert result.returncode == 0, _diag(result)
     convo = ch.conversation_requests(fake_model, "hello there")
     assert convo
@@ -173,7 +174,7 @@ def test_server_down_mid_session_hooks_give_up_within_budget_and_the_run_complet
     with FakeModel(reply, bind=netns.listen) as fm:
         started = time.monotonic()
         result = h.run_claude_p(claude_harness, "do the work", base_url=fm.url, home=e2e_home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=90)
+                                plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=90)
         took = time.monotonic() - started
         convo = ch.conversation_requests(fm, "do the work")
     assert result.returncode == 0, _diag(result)
@@ -191,7 +192,7 @@ def test_hanging_server_costs_each_hook_at_most_its_budget(
     sandbox.add_fault({"kind": "hang", "seconds": 60})
     started = time.monotonic()
     result = h.run_claude_p(claude_harness, "work on it", base_url=fake_model.url, home=e2e_home, cwd=project,
-                            plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state, KIJITO_PULL_HOOK_BUDGET="2"),
+                            plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state, KIJITO_PULL_HOOK_BUDGET="2"),
                             timeout=90)
     took = time.monotonic() - started
     assert result.returncode == 0, _diag(result)
@@ -232,7 +233,7 @@ def test_idle_stream_json_session_is_woken_once_per_mail_with_one_waker_across_c
     fake_model = FakeModel(reply, bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")).start()
     try:
         proc = h.start_claude_stream_json(claude_harness, base_url=fake_model.url, home=e2e_home, cwd=project,
-                                          plugin_dirs=[ch.REPO], env=env)
+                                          plugin_dirs=[ch.PLUGIN], env=env)
         with proc:
             # No prompt is ever needed: SessionStart arms the one waker of the idle session.
             assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), proc.diagnostics()
@@ -243,7 +244,7 @@ def test_idle_stream_json_session_is_woken_once_per_mail_with_one_waker_across_c
             assert fake_model.model_requests == []
 
             latency = _send_and_wait(fake_model, sandbox, "IDLE-MAIL-1")
-            assert latency < WAKE_BUDGET, latency
+            assert latency < budget(WAKE_BUDGET), latency
             # Re-armed at the end of the woken turn, and still only one.
             assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
             time.sleep(1.5)
@@ -288,7 +289,7 @@ def test_idle_stream_json_session_is_woken_once_per_mail_with_one_waker_across_c
             assert len(ch.waker_pids(state)) == 1
             leases = [json.loads(p.read_text()) for p in (state / "sessions").glob("*.json")]
             assert len(leases) == 1 and leases[0]["pid"] == ch.waker_pids(state)[0]
-            assert _send_and_wait(fake_model, sandbox, "AFTER-CLEAR") < WAKE_BUDGET
+            assert _send_and_wait(fake_model, sandbox, "AFTER-CLEAR") < budget(WAKE_BUDGET)
 
             # No orphan: Claude Code dies without a word (no SessionEnd); its waker ends by itself.
             assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
@@ -305,7 +306,7 @@ def test_tui_session_is_woken_when_idle_and_leaves_no_waker_after_exit(
     project = ch.make_project(tmp_path)
     sandbox.send(ch.PERSONA, "loom", "TUI-WAITING")
     tui = h.start_claude_tui(claude_harness, base_url=fake_model.url, home=e2e_home, cwd=project,
-                             plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state))
+                             plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state))
     with tui:
         assert ch.wait_tui_ready(tui), tui.capture()
         assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), tui.capture()
@@ -317,7 +318,7 @@ def test_tui_session_is_woken_when_idle_and_leaves_no_waker_after_exit(
 
         time.sleep(1.0)  # idle
         latency = _send_and_wait(fake_model, sandbox, "TUI-IDLE-MAIL")
-        assert latency < WAKE_BUDGET, latency
+        assert latency < budget(WAKE_BUDGET), latency
         assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 10)
 
         tui.type("/exit")

@@ -52,7 +52,7 @@ def test_bare_claude_p_gets_waiting_mail_through_exec_and_it_is_acknowledged_onc
     with FakeModel(reply, bind=netns.listen) as fm:
         # Without exec, a --bare run sees nothing: no hooks, not even the plugin's.
         plain = h.run_claude_p(harness, "fix the build", base_url=fm.url, home=e2e_home, cwd=project,
-                               plugin_dirs=[ch.REPO], extra_args=["--bare"], env=ch.hook_env(sandbox.url, state))
+                               plugin_dirs=[ch.PLUGIN], extra_args=["--bare"], env=ch.hook_env(sandbox.url, state))
         assert plain.returncode == 0 and not any("EXEC-WAITING" in fm.text_of(r) for r in fm.model_requests)
         armed.set()
         first = len(fm.requests)

@@ -21,6 +21,7 @@ from kijito_pull.harnesses.session import lifecycle
 from tests.e2e import claude_helpers as ch
 from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel, ToolUse, tool_results
+from tests.waiting import budget
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +102,7 @@ def _run_busy(harness: h.Harness, netns: h.NetNS, sandbox, state: Path, home: Pa
     model = BusyModel(sandbox, "work through the steps", "BUSY-MAIL")
     with FakeModel(model, bind=netns.listen, log_path=str(tmp_path / "model-requests.jsonl")) as fm:
         result = h.run_claude_p(harness, "work through the steps", base_url=fm.url, home=home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=ch.hook_env(sandbox.url, state), timeout=120,
+                                plugin_dirs=[ch.PLUGIN], env=ch.hook_env(sandbox.url, state), timeout=120,
                                 extra_args=["--allowedTools", "Bash", *_settings(tmp_path, inbound)])
         convo = [r for r in fm.model_requests if ch.is_conversation(fm, r)]
     assert result.returncode == 0, f"rc={result.returncode}\n{result.stdout[-1500:]}\n{result.stderr[-3000:]}"
@@ -123,7 +124,7 @@ def test_busy_claude_p_gets_new_mail_between_tool_calls_once(
     model, convo, fm, _ = _run_busy(harness, netns, sandbox, state, e2e_home, tmp_path)
     request = _first_with(fm, convo, "BUSY-MAIL")
     assert _mid_turn(request) and request["time"] < model.done_at, "the mail waited for the turn's end"
-    assert request["time"] - model.sent_at <= PUSH_BUDGET, request["time"] - model.sent_at
+    assert request["time"] - model.sent_at <= budget(PUSH_BUDGET), request["time"] - model.sent_at
     text = fm.text_of(request)
     assert "kijito-ref:" in text and "data written by other agents" in text  # framed as data, with its marker
     # Once: the whole conversation, as its last request carries it (the Stop hook did not hand it again).
@@ -180,7 +181,7 @@ def _session_started(state: Path) -> bool:
 
 def _start_tui(harness: h.Harness, fm: FakeModel, sandbox, state: Path, home: Path, project: Path,
                extra: list[str]) -> h.Tmux:
-    tui = h.start_claude_tui(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.REPO],
+    tui = h.start_claude_tui(harness, base_url=fm.url, home=home, cwd=project, plugin_dirs=[ch.PLUGIN],
                              env=ch.hook_env(sandbox.url, state), extra_args=["--allowedTools", "Bash", *extra])
     assert ch.wait_tui_ready(tui), tui.capture()
     assert ch.wait_until(lambda: len(ch.waker_pids(state)) == 1, 15), tui.capture()
@@ -207,7 +208,7 @@ def test_tui_gets_mail_pushed_when_idle_and_between_tool_calls_when_busy(
             sandbox.send(ch.PERSONA, "loom", "TUI-IDLE-MAIL: are you there")
             request = ch.wait_for_conversation(fm, "TUI-IDLE-MAIL", timeout=15, start=start)
             assert request is not None, tui.capture()
-            assert request["time"] - sent <= PUSH_BUDGET, request["time"] - sent
+            assert request["time"] - sent <= budget(PUSH_BUDGET), request["time"] - sent
             assert ch.waker_pids(state) == [waker]
 
             # Busy: a turn of 9 tool calls; the mail is sent one second into the second one.
@@ -216,7 +217,7 @@ def test_tui_gets_mail_pushed_when_idle_and_between_tool_calls_when_busy(
             convo = [r for r in fm.model_requests if ch.is_conversation(fm, r)]
             busy = _first_with(fm, convo, "TUI-BUSY-MAIL")
             assert _mid_turn(busy) and busy["time"] < model.done_at, "the mail waited for the turn's end"
-            assert busy["time"] - model.sent_at <= PUSH_BUDGET, busy["time"] - model.sent_at
+            assert busy["time"] - model.sent_at <= budget(PUSH_BUDGET), busy["time"] - model.sent_at
             time.sleep(3)  # let a duplicate (a Stop block, a doorbell turn) show up
             last = [r for r in fm.model_requests if ch.is_conversation(fm, r)][-1]
             assert ch.handovers(fm, last, ["TUI-IDLE-MAIL", "TUI-BUSY-MAIL"]) == {"TUI-IDLE-MAIL": 1,

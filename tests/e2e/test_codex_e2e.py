@@ -17,6 +17,7 @@ import pytest
 from tests.e2e import claude_helpers as ch
 from tests.e2e import codex_helpers as cx
 from tests.e2e.fakemodel import FakeModel
+from tests.waiting import budget
 
 pytestmark = pytest.mark.e2e
 
@@ -195,7 +196,7 @@ def test_idle_tui_is_woken_by_new_mail_once_and_nothing_is_left_running(
             got = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=IDLE_WAKE_BUDGET + 10, start=start)
             assert got is not None, cx.watch_logs(state) + tui.capture()
             took = got["time"] - sent_at
-            assert took <= IDLE_WAKE_BUDGET, f"woken {took:.1f} s after the send"
+            assert took <= budget(IDLE_WAKE_BUDGET), f"woken {took:.1f} s after the send"
             assert ch.wait_until(lambda: _pending(env, project) == [], 15), _pending(env, project)
             time.sleep(1.0)
             assert _handed_times(fake_model, "MAIL-IDLE-WAKE") == 1

@@ -171,11 +171,14 @@ def test_codex_install_round_trip(fresh: ih.FreshInstall, sandbox, e2e_home: Pat
     _ok(ih.kp(fresh, "install", "codex", "--project", env=env, cwd=project), "install")
     ours = ih.check_codex_hooks_shape(json.loads(hooks.read_text()))
     assert set(ours) == {"SessionStart", "Stop", "SessionEnd"}
-    assert ours["Stop"].split()[0] == str(fresh.kijito_pull)  # this installation, by absolute path
+    # The launcher in kijito-pull's data folder, which runs this installation first, by absolute path.
+    launcher = e2e_home / ".local" / "share" / "kijito-pull" / "bin" / "kijito-pull-launch"
+    assert ours["Stop"].split()[0] == str(launcher)
+    assert f"HERE={fresh.kijito_pull}  # kijito-pull: the installer writes this line" in launcher.read_text()
     assert "already installed" in _ok(ih.kp(fresh, "install", "codex", "--project", env=env, cwd=project), "again")
 
     # The commands as Codex runs them, with Codex-shaped input. A PATH without any kijito-pull: the
-    # absolute path is what makes them work from a launcher's environment too.
+    # launcher's absolute path to this installation is what makes them work from a desktop launcher too.
     hook_env = {**ch.hook_env(sandbox.url, tmp_path / "state"), "PATH": ih.SYSTEM_PATH, "HOME": str(e2e_home)}
     sandbox.send(ch.PERSONA, "loom", "CODEX-WAITING: read me first")
     start = ih.run_hook(ours["SessionStart"], ih.codex_payload("SessionStart", project), hook_env, project)

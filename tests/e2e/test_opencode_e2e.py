@@ -21,6 +21,7 @@ from tests.e2e import gemini_helpers as gm
 from tests.e2e import harness as h
 from tests.e2e import opencode_helpers as oc
 from tests.e2e.fakemodel import FakeModel
+from tests.waiting import budget
 
 pytestmark = pytest.mark.e2e
 
@@ -116,7 +117,10 @@ def test_install_dry_run_shows_the_diff_and_uninstall_is_byte_exact(opencode_har
     done = gm.kp(env, folder, "install", "opencode", scope, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
     assert target.is_file() and (target.parents[1] / "node_modules" / "@opencode-ai" / "plugin").is_dir()
-    assert str(ch.venv_bin() / "kijito-pull") in target.read_text()
+    # The plugin runs the launcher in kijito-pull's data folder, which runs this installation first.
+    launcher = e2e_home / ".local" / "share" / "kijito-pull" / "bin" / "kijito-pull-launch"
+    assert f'const COMMAND = ["{launcher}"];' in target.read_text()
+    assert f"HERE={ch.venv_bin() / 'kijito-pull'}  #" in launcher.read_text()
     doctor = gm.doctor(env, folder)
     assert doctor["harness.opencode"]["verdict"] == "ok", doctor["harness.opencode"]
     assert doctor["opencode.plugin"]["verdict"] in ("ok", "warn"), doctor["opencode.plugin"]
@@ -150,7 +154,7 @@ def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_nex
     woke = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=20, start=start)
     took = time.monotonic() - sent
     assert woke is not None, cx.watch_logs(state) + server.diagnostics()
-    assert took <= 2.0, f"the idle session was woken after {took:.2f} s"
+    assert took <= budget(2.0), f"the idle session was woken after {took:.2f} s"
     # busy: mail sent while the model is answering reaches the next model call
     time.sleep(2)
     during: list[int] = []

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kijito_pull import __version__
 from kijito_pull.cli.main import main
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import installkit as common
@@ -32,6 +33,7 @@ from kijito_pull.harnesses.installkit import Wiring
 from kijito_pull.harnesses.registry import wiring
 
 REPO = Path(__file__).resolve().parents[2]
+PLUGIN = REPO / "plugins" / "claude"  # the Claude Code plugin's own folder
 
 
 # -- the wheel ----------------------------------------------------------------------------------------------
@@ -60,7 +62,7 @@ def test_the_wheel_carries_the_plugin_the_extension_and_the_templates(wheel):
     assert "kijito_pull/harnesses/daemon/templates/com.kijito.pull.PERSONA.plist" in names
     # Byte for byte the repository's files (one copy to edit).
     with zipfile.ZipFile(wheel) as zf:
-        assert zf.read("kijito_pull/data/claude-plugin/hooks/hooks.json") == (REPO / "hooks/hooks.json").read_bytes()
+        assert zf.read("kijito_pull/data/claude-plugin/hooks/hooks.json") == (PLUGIN / "hooks/hooks.json").read_bytes()
         assert zf.read("kijito_pull/data/pi/extensions/kijito-pull.ts") == \
             (REPO / "extensions/kijito-pull.ts").read_bytes()
 
@@ -68,7 +70,7 @@ def test_the_wheel_carries_the_plugin_the_extension_and_the_templates(wheel):
 def test_plugin_files_are_found_in_a_checkout_and_in_package_data(tmp_path, monkeypatch):
     # This checkout: no kijito_pull/data, so the repository root.
     found = plugin_files.claude_plugin_files()
-    assert found[".claude-plugin/plugin.json"] == REPO / ".claude-plugin" / "plugin.json"
+    assert found[".claude-plugin/plugin.json"] == PLUGIN / ".claude-plugin" / "plugin.json"
     assert plugin_files.pi_extension() == REPO / "extensions" / "kijito-pull.ts"
     # A wheel's layout wins when it is there.
     data = tmp_path / "data"
@@ -401,7 +403,7 @@ def test_claude_project_round_trip_is_byte_for_byte(m):
     assert [c[1:] for c in m.calls()] == [
         ["plugin", "marketplace", "add", str(plugin), "--scope", "project"],
         ["plugin", "install", "kijito-pull@kijito-pull", "--scope", "project"]]
-    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (PLUGIN / "hooks" / "hooks.json").read_bytes()
     data = json.loads(path.read_text())
     assert data["enabledPlugins"] == {"other@x": True, "kijito-pull@kijito-pull": True}
     assert data["extraKnownMarketplaces"]["kijito-pull"]["source"] == {"source": "directory", "path": str(plugin)}
@@ -494,18 +496,30 @@ def test_claude_uninstall_keeps_the_marketplace_while_another_scope_uses_it(m):
     assert user and user[0].installed
 
 
-def test_claude_wiring_reports_a_missing_command_and_plugin_dir(m):
+def test_claude_wiring_says_how_the_hooks_find_kijito_pull(m):
     m.fake("claude", FAKE_CLAUDE)
     assert m.run("install", "claude", "--user")[0] == 0
     rows = wiring("claude", m.environ, str(m.project))
     (row,) = [r for r in rows if r.scope == "user"]
     assert isinstance(row, Wiring) and row.installed
-    assert row.command == "kijito-pull" and row.command_exists is False  # not on this PATH
-    assert "not on this PATH" in row.detail
+    # The installed launcher tries the installing kijito-pull first (this test's own).
+    assert row.command == common.this_command()[0] and row.command_exists is True
+    assert "the kijito-pull that installed them" in row.detail
+    # The launcher as a marketplace ships it (no installing command): PATH, then uvx, else nothing.
+    launcher = claude_inst.plugin_dir(m.environ) / plugin_files.LAUNCHER
+    launcher.write_bytes(plugin_files.launcher().read_bytes())
+    (row,) = [r for r in wiring("claude", m.environ, str(m.project)) if r.scope == "user"]
+    assert row.command == "kijito-pull" and row.command_exists is False  # neither on this PATH
+    assert "neither kijito-pull nor uv is on this PATH" in row.detail and str(launcher) in row.detail
+    uvx = m.fake("uvx", "")
+    (row,) = [r for r in wiring("claude", m.environ, str(m.project)) if r.scope == "user"]
+    assert row.command_exists is True and f"uvx --from kijito-pull=={__version__}" in row.detail
+    uvx.unlink()
     (m.bin / "kijito-pull").write_text("#!/bin/sh\n")
     (m.bin / "kijito-pull").chmod(0o755)
     (row,) = [r for r in wiring("claude", m.environ, str(m.project)) if r.scope == "user"]
     assert row.command == str(m.bin / "kijito-pull") and row.command_exists is True
+    assert "kijito-pull on PATH" in row.detail
 
 
 # -- pi (a fake `pi` that edits settings as pi does) -----------------------------------------------------------
@@ -768,14 +782,14 @@ def test_claude_install_with_source_writes_it_into_every_hook_command_and_a_plai
     plugin = common.data_dir(m.environ) / "claude-plugin"
     hooks = json.loads((plugin / "hooks" / "hooks.json").read_text())
     commands = [h["command"] for groups in hooks["hooks"].values() for g in groups for h in g["hooks"]]
-    assert commands and all(c.startswith("kijito-pull hook claude-")
+    assert commands and all(c.startswith('"${CLAUDE_PLUGIN_ROOT}/bin/kijito-pull-launch" hook claude-')
                             and c.endswith(" --source redis://10.0.0.5:6379/0 --consumer ci") for c in commands)
     # Installed again without them: the plugin's own hooks.json again (Claude Code told to update it).
     code, _out, err = m.run("install", "claude", "--project")
     assert code == 0, err
-    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (PLUGIN / "hooks" / "hooks.json").read_bytes()
     assert m.calls()[-1][1:3] == ["plugin", "update"]
     # A password in the URL is refused before anything is written: exit 2, one line, the secret not echoed.
     code, out, err = m.run("install", "claude", "--project", "--source", "redis://:s3cret@10.0.0.5:6379/0")
     assert code == 2 and "s3cret" not in out + err and len(err.strip().splitlines()) == 1, err
-    assert (plugin / "hooks" / "hooks.json").read_bytes() == (REPO / "hooks" / "hooks.json").read_bytes()
+    assert (plugin / "hooks" / "hooks.json").read_bytes() == (PLUGIN / "hooks" / "hooks.json").read_bytes()

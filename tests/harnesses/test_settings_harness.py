@@ -39,7 +39,7 @@ def machine(sb, tmp_path):
     elsewhere.mkdir()
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path / "home"), "PYTHONPATH": f"{site}:{REPO}",
            "KIJITOMON_TOKEN": sb.token, "KIJITO_BASE": sb.url, "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"),
-           "KIJITO_PULL_CONFIG": str(tmp_path / "none.toml")}
+           "KIJITO_PULL_CONFIG": os.devnull}
     return {"env": env, "project": project, "elsewhere": elsewhere, "transcript": tmp_path / "transcript.jsonl"}
 
 
@@ -82,9 +82,13 @@ def test_install_doctor_stop_confirmed_from_the_transcript_and_byte_exact_uninst
     data = json.loads(settings.read_text())
     assert data["theme"] == "dark"
     commands = {event: [h["command"] for g in groups for h in g["hooks"]] for event, groups in data["hooks"].items()}
-    assert commands == {"Stop": ["say done", f"{KIJITO_PULL} hook settingstoy-stop"],
-                        "SessionStart": [f"{KIJITO_PULL} hook settingstoy-session-start"],
-                        "SessionEnd": [f"{KIJITO_PULL} hook settingstoy-session-end"]}
+    # Through the launcher in kijito-pull's data folder, which tries the installing kijito-pull first.
+    launcher = Path(machine["env"]["HOME"]) / ".local" / "share" / "kijito-pull" / "bin" / "kijito-pull-launch"
+    assert commands == {"Stop": ["say done", f"{launcher} hook settingstoy-stop"],
+                        "SessionStart": [f"{launcher} hook settingstoy-session-start"],
+                        "SessionEnd": [f"{launcher} hook settingstoy-session-end"]}
+    assert f"HERE={KIJITO_PULL}  # kijito-pull: the installer writes this line" in launcher.read_text()
+    assert os.access(launcher, os.X_OK)
     assert run(machine, "install", "settingstoy", "--project")[1].startswith(
         "kijito-pull: settingstoy (project scope): already installed")
 
@@ -96,7 +100,12 @@ def test_install_doctor_stop_confirmed_from_the_transcript_and_byte_exact_uninst
                                          "detail": "1 settings file(s) hold our hooks"}
 
     first = sb.send("river", "loom", "the toy's first message")
-    code, out, err = hook(machine, "settingstoy-stop", hook_event_name="Stop")
+    # The Stop hook exactly as the harness runs it: its command line, by a shell, with no kijito-pull on PATH.
+    stdin = json.dumps({"session_id": "toy-1", "transcript_path": str(machine["transcript"]),
+                        "cwd": str(machine["project"]), "hook_event_name": "Stop"})
+    proc = subprocess.run(["/bin/sh", "-c", commands["Stop"][1]], input=stdin, capture_output=True, text=True,
+                          timeout=60, cwd=machine["project"], env={**machine["env"], "PATH": "/usr/bin:/bin"})
+    code, out, err = proc.returncode, proc.stdout, proc.stderr
     assert code == 0, err
     answer = json.loads(out)
     assert answer["decision"] == "block" and "the toy's first message" in answer["reason"]

@@ -38,7 +38,7 @@ def machine(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
     environ = {"HOME": str(home), "PATH": str(Path(sys.executable).parent),
-               "KIJITO_PULL_STATE_DIR": str(tmp_path / "s"), "KIJITO_PULL_CONFIG": str(tmp_path / "none.toml"),
+               "KIJITO_PULL_STATE_DIR": str(tmp_path / "s"), "KIJITO_PULL_CONFIG": os.devnull,
                "XDG_CONFIG_HOME": str(home / ".config")}
     return {"home": home, "project": project, "plain": plain, "environ": environ}
 

@@ -33,6 +33,7 @@ class Refuses(Sink):
 def home(tmp_path):
     root = tmp_path / "home"
     root.mkdir()
+    (root / "config.toml").write_text("")  # $KIJITO_PULL_CONFIG must name a file that exists
     return {"HOME": str(root), "PATH": "/nonexistent", "KIJITO_PULL_CONFIG": str(root / "config.toml"),
             "KIJITO_PULL_STATE_DIR": str(root / "state"), "XDG_CACHE_HOME": str(root / ".cache")}
 

@@ -41,7 +41,7 @@ def append(redis_server, ids) -> None:
 
 def _environ(sb, tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": sb.url,
-            "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "KIJITO_PULL_CONFIG": str(tmp_path / "none.toml"),
+            "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "KIJITO_PULL_CONFIG": os.devnull,
             "CLAUDE_CODE_ENTRYPOINT": "sdk-cli", "KIJITO_PULL_CLAUDE_WAKER": "rewake", **extra}
 
 

@@ -99,7 +99,7 @@ def test_a_relay_never_marks_mail_read_even_for_a_persona_with_receipts(redis_se
     with Sandbox(token="redis-journey-token").start() as sb:
         cli = Cli(sb.url, sb.token, tmp_path / "relay")
         (tmp_path / "relay").mkdir()
-        (tmp_path / "relay" / "no-config.toml").write_text(f"[personas.{PERSONA}]\nmark_read = true\n")
+        cli.configure(f"[personas.{PERSONA}]\nmark_read = true\n")
         sent = [sb.send(PERSONA, "river", f"m{n}") for n in range(3)]
         proc = cli.spawn("relay", "--redis", redis_server.url, "--persona", PERSONA, "--interval", "0.1")
         try:

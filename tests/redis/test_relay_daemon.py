@@ -4,6 +4,7 @@ notify socket (tests/harnesses/daemon/test_relay_variant.py has the installer's 
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import subprocess
@@ -42,7 +43,7 @@ def test_the_rendered_relay_runs_under_notify_with_its_password_from_a_file(tmp_
     sb.send("river", "argus", "second")
     notify = NotifySocket(str(tmp_path / "notify.sock"))
     env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "KIJITO_BASE": sb.url,
-           "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "KIJITO_PULL_CONFIG": str(tmp_path / "none.toml"),
+           "KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "KIJITO_PULL_CONFIG": os.devnull,
            "NOTIFY_SOCKET": notify.address, "WATCHDOG_USEC": "400000"}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "relay.err").open("w"))
     try:

@@ -32,7 +32,7 @@ MARKETPLACE = "kijito-pull"
 PLUGIN = "kijito-pull"
 PLUGIN_ID = f"{PLUGIN}@{MARKETPLACE}"
 NAME = "claude"
-HOOK_COMMAND = "kijito-pull hook claude-session-start"  # what the plugin's hooks run (bare, from PATH)
+LAUNCHER = "bin/kijito-pull-launch"  # what the plugin's hooks run: ${CLAUDE_PLUGIN_ROOT}/<this> hook NAME
 
 
 def config_dir(environ: Mapping[str, str]) -> Path:
@@ -137,8 +137,18 @@ def is_ours(data: Any, environ: Mapping[str, str]) -> bool:
 # -- wiring (read-only, for doctor) -----------------------------------------------------------------------
 
 
+def _plugin_root(where: Any, environ: Mapping[str, str]) -> Path | None:
+    """The plugin folder Claude Code runs the hooks from: a directory marketplace's path, else its cache."""
+    if isinstance(where, str):
+        return Path(where)
+    paths = [r.get("installPath") for r in cached_installs(environ) if isinstance(r.get("installPath"), str)]
+    return Path(paths[0]) if paths else None
+
+
 def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
-    command, exists = common.command_executable(HOOK_COMMAND, environ)
+    from kijito_pull.harnesses import plugin_files
+
+    command, exists, _how = plugin_files.how_hooks_find(None, environ)
     out = []
     here = Path(os.path.abspath(cwd))
     places = []
@@ -164,8 +174,9 @@ def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
             if scope in (USER, PROJECT) and ids[0] == PLUGIN_ID and not _cached_for(scope, project, environ):
                 details.append("enabled in the settings but not in Claude Code's plugin cache "
                                "(`claude plugin list` does not show it)")
-            if not exists:
-                details.append("the hooks run `kijito-pull` from PATH, and it is not on this PATH")
+            root = _plugin_root(where, environ)
+            command, exists, how = plugin_files.how_hooks_find(root / LAUNCHER if root else None, environ)
+            details.append(f"hooks find kijito-pull {how}")
             if project != here and scope != USER:
                 details.append(f"Claude Code reads it when started in {project}, not in {here}")
         elif path.exists() and scope != "local":
@@ -202,8 +213,7 @@ def hooks_with(raw: bytes, tail: list[str]) -> bytes:
     for groups in data.get("hooks", {}).values():
         for group in groups:
             for handler in group.get("hooks", []):
-                words = shlex.split(handler["command"])
-                handler["command"] = shlex.join([*words[:3], *tail])
+                handler["command"] = f"{handler['command']} {shlex.join(tail)}"
     return (json.dumps(data, indent=2) + "\n").encode()
 
 
@@ -215,7 +225,9 @@ def install(request: InstallRequest) -> Outcome:
     folder, files = plugin_dir(environ), plugin_files.claude_plugin_files()
     # --source / --consumer: on each hook's command line, in the one plugin copy every scope loads
     tail = sourceflags.source_flags(request)
-    contents = {"hooks/hooks.json": hooks_with(files["hooks/hooks.json"].read_bytes(), tail)} if tail else None
+    contents = {LAUNCHER: plugin_files.launcher_contents()}  # the launcher tries this installation first
+    if tail:
+        contents["hooks/hooks.json"] = hooks_with(files["hooks/hooks.json"].read_bytes(), tail)
     stale = common.materialize(folder, files, dry_run=True, contents=contents)
     claude = _claude(environ, request.option("bin"))
     market = [claude or "claude", "plugin", "marketplace", "add", str(folder), "--scope", scope]

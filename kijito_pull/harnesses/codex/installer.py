@@ -14,8 +14,9 @@ Codex reads Claude Code's hook vocabulary there:
                "SessionEnd":   [{"hooks": [{"type": "command", "command": "... hook codex-session-end",
                                             "timeout": 5}]}]}}
 
-The command is this installation's kijito-pull by absolute path (a Codex started from a desktop
-launcher may not have your shell's PATH); `--command kijito-pull` writes the bare name instead, e.g.
+The command is kijito-pull's launcher in its data folder, which runs this installation's kijito-pull by
+absolute path (a Codex started from a desktop launcher may not have your shell's PATH); `--command
+kijito-pull` writes the bare name instead, e.g.
 for a hooks file committed to a shared repository. Nothing else in the file is touched.
 
 Codex runs only hooks the user trusted (codex.trust): every install asks Codex how it sees the hooks
@@ -92,10 +93,13 @@ def _trust_step(request: InstallRequest, outcome: Outcome, codex: str, path: Pat
         if request.option("trust_project"):
             trust.trust_project(codex, project, request.environ)
             outcome.notes.append(f"Codex now trusts the project {project}")
+            outcome.changed.append("Codex's trust of the project")
         if request.option("trust"):
             found = trust.trust(codex, str(project), request.environ, [path], is_ours=is_ours)
             if found.ok:
                 outcome.notes.append(f"Codex trusts kijito-pull's {len(found.ours)} hooks in {path}")
+                if found.recorded:
+                    outcome.changed.append("Codex's trust of the hooks")
         else:
             found = trust.look(codex, str(project), request.environ, [path], is_ours=is_ours)
     except trust.AppServerError as exc:

@@ -30,6 +30,7 @@ class Look:
 
     ours: list[CodexHook] = field(default_factory=list)  # our hooks Codex lists
     unread: list[Path] = field(default_factory=list)  # hooks files of ours Codex does not read (untrusted project)
+    recorded: int = 0  # hooks `trust()` recorded trust for (0: it found them trusted already)
 
     @property
     def untrusted(self) -> list[CodexHook]:
@@ -93,7 +94,9 @@ def trust(codex: str, cwd: str, environ: Mapping[str, str], files: Sequence[Path
     if not before.untrusted:
         return before
     appserver.trust(codex, cwd, before.untrusted, environ)
-    return look(codex, cwd, environ, files, is_ours=is_ours)
+    after = look(codex, cwd, environ, files, is_ours=is_ours)
+    after.recorded = len(before.untrusted)
+    return after
 
 
 def trust_project(codex: str, project: Path, environ: Mapping[str, str]) -> None:

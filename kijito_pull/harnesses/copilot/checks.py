@@ -4,15 +4,17 @@
                     skips them without a word otherwise (copilot/trust.py reads Copilot's own record); FAIL with
                     the fix when it would not trust this repository. User hooks run everywhere: nothing to check
     copilot.push    new mail while a session is open needs kijito-pull's extension (`install copilot --user`)
-                    and Copilot CLI's experimental features (`copilot --experimental`, kept as "experimental":
-                    true in ~/.copilot/settings.json): OK when both are there, else WARN naming what is missing
+                    and Copilot CLI's experimental features (`copilot config experimental on` or `copilot
+                    --experimental`, kept as "experimental": true in $COPILOT_HOME/settings.json, where Copilot
+                    records it): OK when both are there, else WARN naming what is missing and the command
 """
 
 from __future__ import annotations
 
-from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
+from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding, shown
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses.copilot import installer, trust
+from kijito_pull.harnesses.copilot.session import copilot_home
 
 TRUST_CHECK = "copilot.trust"
 PUSH_CHECK = "copilot.push"
@@ -42,9 +44,10 @@ def check_push(ctx: Context) -> Finding:
         return Finding(PUSH_CHECK, WARN, f"push unavailable: kijito-pull's extension is not in {path}, so new mail "
                                          f"waits for a session's start or its next stop",
                        "run `kijito-pull install copilot --user`")
+    settings = copilot_home(ctx.environ) / "settings.json"
     if not installer.experimental(ctx.environ):
-        return Finding(PUSH_CHECK, WARN, "push unavailable: Copilot CLI loads extensions only with its experimental "
-                                         "features, and its settings.json does not say \"experimental\": true",
-                       "start Copilot CLI once as `copilot --experimental` (it keeps the setting)")
+        return Finding(PUSH_CHECK, WARN, f"push is off for you: Copilot CLI loads extensions only with its "
+                                         f"experimental features, and {shown(settings, ctx.environ)} does not turn "
+                                         f"them on (no \"experimental\": true)", installer.TURN_ON)
     return Finding(PUSH_CHECK, OK, f"push available: the extension ({path}) sends new mail into an open session "
-                                   f"(Copilot CLI's experimental features are on)")
+                                   f"(Copilot CLI's experimental features are on in {shown(settings, ctx.environ)})")

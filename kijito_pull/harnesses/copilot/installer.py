@@ -29,7 +29,7 @@ from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses import plugin_files
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.copilot import HARNESS, trust
-from kijito_pull.harnesses.copilot.session import copilot_home, experimental, extension_path
+from kijito_pull.harnesses.copilot.session import copilot_home, experimental, extension_path, push_possible
 from kijito_pull.harnesses.installkit import PROJECT, USER, Outcome
 from kijito_pull.harnesses.settingshooks import SettingsHooks
 
@@ -47,10 +47,16 @@ def _folders(scope: str, environ: Mapping[str, str], project: Path) -> list[Path
     return [hooks] if scope == USER else [hooks, hooks.parent]
 
 
-EXPERIMENTAL_NOTE = ("Copilot CLI loads the extension (new mail while a session is open) only with its experimental "
-                     "features: start it once as `copilot --experimental` (it then keeps \"experimental\": true in "
-                     "~/.copilot/settings.json); kijito-pull does not set it. Without it the hooks still hand mail "
-                     "over at session start and before a stop")
+#: Copilot's own ways to turn its experimental features on for good (measured on 1.0.102: each writes
+#: "experimental": true to $COPILOT_HOME/settings.json, which `experimental()` reads; `--no-experimental` writes false).
+TURN_ON = "run `copilot config experimental on` once (or start `copilot --experimental` once; both keep the setting)"
+EXPERIMENTAL_NOTE = ("push is off for you: Copilot CLI loads the extension (new mail while a session is open) only "
+                     f"with its experimental features, and they are off; to turn push on, {TURN_ON}. kijito-pull "
+                     "does not set it. Without it the hooks still hand mail over at session start and before a stop")
+EXPERIMENTAL_ON = ("push is on for you: Copilot CLI's experimental features are on, so it loads the extension "
+                   "(new mail while a session is open)")
+PROJECT_PUSH_NOTE = ("new mail while a session is open (push) needs kijito-pull's extension, which Copilot CLI loads "
+                     "from your user folder only: run `kijito-pull install copilot --user` for it")
 
 
 def _folder(request: InstallRequest) -> Path:
@@ -96,16 +102,18 @@ def _trust(request: InstallRequest, outcome: Outcome) -> None:
     else:
         path = trust.record(request.environ, folder)
         outcome.notes.append(f"Copilot CLI now trusts {folder} (recorded in {path}, as its folder dialog does)")
-        outcome.result = common.Result.INSTALLED
+        outcome.changed.append(f"trust recorded in {path}")
 
 
 def _own_steps(request: InstallRequest, outcome: Outcome) -> None:
     if request.scope == USER:
         _extension(request, outcome)
-        if not experimental(request.environ):
-            outcome.notes.append(EXPERIMENTAL_NOTE)
+        outcome.notes.append(EXPERIMENTAL_ON if experimental(request.environ) else EXPERIMENTAL_NOTE)
     else:
         _trust(request, outcome)
+        if not push_possible(request.environ):
+            outcome.notes.append(PROJECT_PUSH_NOTE if not extension_path(request.environ).is_file()
+                                 else EXPERIMENTAL_NOTE)
 
 
 def _check(request: InstallRequest, outcome: Outcome) -> None:

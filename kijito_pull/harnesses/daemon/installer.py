@@ -36,6 +36,7 @@ from typing import Any
 
 from kijito_pull.core import config
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.harnesses import installfolders
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.installkit import USER, InstallError, Outcome, Result, Wiring
@@ -419,9 +420,39 @@ def finish(outcome: Outcome, system: str, running: bool, dry_run: bool, changed:
             common.write_bytes(bak, before)
             outcome.backups.append(bak)
         common.write_bytes(path, text, 0o644)
-    common.run_all(outcome.commands, environ, here, 60)
+    try:
+        common.run_all(outcome.commands, environ, here, 60)
+    except InstallError as exc:
+        raise _rolled_back(exc, outcome, system, path, before if changed else text, environ, here) from None
     outcome.result = Result.INSTALLED
     return outcome
+
+
+NO_USER_BUS = ("Failed to connect to bus", "DBUS_SESSION_BUS_ADDRESS", "No medium found", "Failed to connect to user")
+
+
+def _rolled_back(exc: InstallError, outcome: Outcome, system: str, path: Path, before: bytes | None,
+                 environ: Mapping[str, str], here: Path) -> InstallError:
+    """A service command failed: the file goes back to what it was (no unit nothing runs is left behind),
+    with the folders made for it, and the error says what happened and what the user must do."""
+    if before is None:
+        _unlink(path)
+    elif common.read_bytes(path) != before:
+        common.write_bytes(path, before)
+    for bak in outcome.backups:
+        _unlink(bak)
+    installfolders.remove_made()
+    undone = f"{path} was {'removed' if before is None else 'put back as it was'}; nothing is installed"
+    if system == SYSTEMD and any(sign in str(exc) for sign in NO_USER_BUS):
+        return InstallError(
+            f"there is no systemd user session here (systemctl --user cannot reach its bus: a container, or a "
+            f"shell from su/sudo/ssh without a login session), so the daemon cannot be enabled; {undone}. Run "
+            f"`kijito-pull install daemon` again from a normal login (or after `loginctl enable-linger "
+            f"{_user(environ)}` and a new login), or run `kijito-pull watch --persona ...` under the supervisor "
+            f"you have", ExitCode.SOURCE_FAILED)
+    if system == SYSTEMD:
+        common.run([common.which("systemctl", environ) or "systemctl", "--user", "daemon-reload"], environ, here, 60)
+    return InstallError(f"{exc}; {undone}", exc.code)
 
 
 def install(request: InstallRequest) -> Outcome:

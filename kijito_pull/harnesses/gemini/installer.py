@@ -64,6 +64,7 @@ def _trust(request: InstallRequest, outcome: Outcome) -> None:
         outcome.diffs.append(planned.diff())
     else:
         trust.record(planned)
+        outcome.changed.append(f"trust recorded in {planned.path}")
         after = trust.verdict(request.environ, folder)
         outcome.notes.append(f"Gemini CLI now trusts {planned.folder} (recorded in {planned.path}, as its trust "
                              f"dialog does)" if after.trusted else

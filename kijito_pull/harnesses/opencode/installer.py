@@ -32,8 +32,8 @@ from typing import Any
 
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installflow as flow
+from kijito_pull.harnesses import installfolders, plugin_files
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses import plugin_files
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
 
@@ -171,16 +171,18 @@ def install(request: InstallRequest) -> Outcome:
     folder = path.parent.parent
     if raw is not None and not is_ours(raw):
         raise InstallError(f"{path} exists and is not kijito-pull's plugin; move it away first", ExitCode.USAGE)
-    prefix = flow.command_prefix(request.option("command"))
+    given = request.option("command")  # else the launcher: this installation, then PATH, then uvx
+    prefix = flow.command_prefix(given) if given else plugin_files.launcher_command(request.environ, request.dry_run)
     new = plugin_bytes(prefix)
-    flow.note_command(outcome, prefix, request.environ, runs="the plugin")
+    if given:
+        flow.note_command(outcome, prefix, request.environ, runs="the plugin")
     npm: list[str] | None = None
     if not has_dependency(folder):
         version, why = opencode_version(request.environ, Path(request.cwd))
         if version is None:
             outcome.notes.append(f"{DEPENDENCY} is not installed in {folder} and {why}, so it is not installed "
                                  f"either: OpenCode installs it at its next start (offline it waits about 70 s "
-                                 f"first); run `kijito-pull install opencode` again once `opencode` is on PATH")
+                                 f"first); run `{flow.again(request)}` again once `opencode` is on PATH")
         else:
             npm = npm_command(version)
             outcome.commands.append(npm)
@@ -209,7 +211,7 @@ def install(request: InstallRequest) -> Outcome:
 
     def run_npm() -> None:
         if npm is not None:
-            folder.mkdir(parents=True, exist_ok=True)
+            installfolders.make_dirs(folder)
             common.run_all([npm], request.environ, folder, timeout=300)
 
     return flow.install_tail(outcome, request.dry_run, raw, new, plan=check_npm, back_up=note_before,

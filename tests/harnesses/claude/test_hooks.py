@@ -44,7 +44,7 @@ class Hooks:
             "KIJITOMON_TOKEN": TOKEN,
             "KIJITO_BASE": sb.url if sb else "http://127.0.0.1:9",
             "KIJITO_PULL_STATE_DIR": str(state),
-            "KIJITO_PULL_CONFIG": str(state / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,  # no config file (a test that wants one names its own)
             "CLAUDE_CODE_ENTRYPOINT": "sdk-cli",
             "KIJITO_PULL_CLAUDE_WAKER": "rewake",
             "PATH": os.environ.get("PATH", ""),
@@ -364,7 +364,8 @@ def test_stop_block_cap_is_configurable(hooks, value, blocks):
 
 def test_stop_block_cap_from_the_config_file(hooks):
     (hooks.state).mkdir(parents=True, exist_ok=True)
-    (hooks.state / "no-config.toml").write_text("max_stop_blocks = 1\n")
+    (hooks.state / "config.toml").write_text("max_stop_blocks = 1\n")
+    hooks.environ["KIJITO_PULL_CONFIG"] = str(hooks.state / "config.toml")
     hooks.sb.send(PERSONA, "loom", "a")
     assert _json(hooks("claude-stop")[1])["decision"] == "block"
     hooks.sb.send(PERSONA, "loom", "b")
@@ -632,18 +633,22 @@ def test_session_arm_in_the_foreground_prints_result_then_doorbell(hooks):
 
 
 def test_plugin_files_call_only_known_hooks():
-    plugin = json.loads((REPO / ".claude-plugin" / "plugin.json").read_text())
+    plugin = json.loads((REPO / "plugins" / "claude" / ".claude-plugin" / "plugin.json").read_text())
     market = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text())
     assert plugin["name"] == "kijito-pull" and market["plugins"][0]["name"] == "kijito-pull"
-    assert market["plugins"][0]["source"] == "./"
-    config = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
+    assert market["plugins"][0]["source"] == "./plugins/claude"  # a folder of its own: no other harness reads it
+    own = json.loads((REPO / "plugins" / "claude" / ".claude-plugin" / "marketplace.json").read_text())
+    assert own["plugins"][0]["source"] == "./" and own["plugins"][0]["name"] == "kijito-pull"
+    config = json.loads((REPO / "plugins" / "claude" / "hooks" / "hooks.json").read_text())["hooks"]
     assert set(config) == {"SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"}
     wakers = 0
     for groups in config.values():
         for group in groups:
             for hook in group["hooks"]:
                 words = hook["command"].split()
-                assert words[:2] == ["kijito-pull", "hook"] and words[2] in claude_gate.HOOKS and len(words) == 3
+                # through the plugin's launcher (bin/kijito-pull-launch: PATH's kijito-pull if it fits, else uvx)
+                assert words[:2] == ['"${CLAUDE_PLUGIN_ROOT}/bin/kijito-pull-launch"', "hook"]
+                assert words[2] in claude_gate.HOOKS and len(words) == 3
                 assert hook["timeout"] * 1000 < 2**31 - 1  # Node's timer limit
                 if words[2] == "claude-waker":
                     wakers += 1

@@ -58,7 +58,7 @@ class Codex:
             "KIJITOMON_TOKEN": TOKEN,
             "KIJITO_BASE": sb.url if sb else "http://127.0.0.1:9",
             "KIJITO_PULL_STATE_DIR": str(state),
-            "KIJITO_PULL_CONFIG": str(state / "no-config.toml"),
+            "KIJITO_PULL_CONFIG": os.devnull,
             "PATH": os.environ.get("PATH", ""),
             **extra,
         }

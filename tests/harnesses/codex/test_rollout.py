@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -50,7 +51,7 @@ class Session:
         self.rollout = rollout
         self.project = project
         self.environ = {"KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": sb.url, "KIJITO_PULL_STATE_DIR": str(state),
-                        "KIJITO_PULL_CONFIG": str(state / "none.toml"), "PATH": "/usr/bin:/bin"}
+                        "KIJITO_PULL_CONFIG": os.devnull, "PATH": "/usr/bin:/bin"}
 
     def hook(self, name: str, event: str, **fields) -> tuple[int, str, str]:
         data = {"session_id": SID, "cwd": str(self.project), "transcript_path": str(self.rollout.path),

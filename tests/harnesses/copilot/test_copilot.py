@@ -37,7 +37,7 @@ class Copilot:
         self.record.parent.mkdir(parents=True)
         self.record.write_text(json.dumps({"type": "session.start", "data": {"sessionId": SID}}) + "\n")
         self.environ = {"KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": sb.url, "HOME": str(self.home),
-                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": str(root / "none.toml"),
+                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": os.devnull,
                         "PATH": os.environ.get("PATH", ""), "COPILOT_CLI": "1"}
 
     def run(self, *argv: str, stdin: str = "") -> tuple[int, str, str]:

@@ -137,7 +137,7 @@ def test_the_agents_consumer_is_allowed_with_a_warning(m):
 
 def test_the_warning_follows_the_config_files_consumer(m):
     config = Path(m.environ["KIJITO_PULL_CONFIG"])
-    config.parent.mkdir(parents=True)
+    config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text('consumer = "team"\n')
     out = m.run("install", "daemon", "--persona", "river", "--system", "systemd", "--consumer", "agent",
                 "--dry-run")[1]
@@ -249,7 +249,7 @@ def test_doctor_passes_on_a_daemon_with_its_own_consumer(m):
 def test_doctor_follows_the_config_files_consumer(m):
     opt_in(m, "river")
     config = Path(m.environ["KIJITO_PULL_CONFIG"])
-    config.parent.mkdir(parents=True)
+    config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text('consumer = "team"\n')
     write_old_unit(m)  # no --consumer: its watch reads the same config file, so it runs as "team" too
     enable(m, "river")

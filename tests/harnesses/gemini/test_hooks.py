@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,7 @@ class Gemini:
         self.record.write_text(json.dumps({"sessionId": SID, "startTime": "2026-12-02T16:10:55.379Z",
                                            "kind": "main"}) + "\n")
         self.environ = {"KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": sb.url if sb else "http://127.0.0.1:9",
-                        "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": str(tmp / "none.toml"),
+                        "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": os.devnull,
                         "HOME": str(tmp / "home"), "GEMINI_API_KEY": API_KEY, "GEMINI_SESSION_ID": SID,
                         "GEMINI_PROJECT_DIR": str(project), "CLAUDE_PROJECT_DIR": str(project), **extra}
 

@@ -33,7 +33,7 @@ class Machine:
         self.project = root / "proj"
         (self.project / ".git").mkdir(parents=True)
         self.environ = {"HOME": str(self.home), "PATH": os.environ.get("PATH", ""),
-                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": str(root / "none.toml")}
+                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": os.devnull}
         self.settings = self.home / ".gemini" / "settings.json"
         self.folders = self.home / ".gemini" / "trustedFolders.json"
 

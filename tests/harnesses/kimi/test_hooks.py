@@ -64,7 +64,7 @@ class Kimi:
         self.wire.parent.mkdir(parents=True)
         self.wire.write_text(json.dumps({"type": "metadata", "protocol_version": "1.5"}) + "\n")
         self.environ = {"KIJITOMON_TOKEN": TOKEN, "KIJITO_BASE": sb.url if sb else "http://127.0.0.1:9",
-                        "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": str(tmp / "none.toml"),
+                        "KIJITO_PULL_STATE_DIR": str(self.state), "KIJITO_PULL_CONFIG": os.devnull,
                         "HOME": str(self.home), "PATH": os.environ.get("PATH", ""), **extra}
 
     def payload(self, hook: str, **fields) -> dict:

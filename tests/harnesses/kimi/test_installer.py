@@ -34,7 +34,7 @@ class Machine:
         self.project = root / "proj"
         (self.project / ".git").mkdir(parents=True)
         self.environ = {"HOME": str(self.home), "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
-                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": str(root / "none.toml")}
+                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": os.devnull}
         self.config = self.home / ".kimi-code" / "config.toml"
 
     def run(self, *argv: str) -> tuple[int, str, str]:

@@ -39,7 +39,7 @@ class OpenCode:
         self.state = root / "state"
         self.environ = {"HOME": str(root / "home"), "PATH": os.environ.get("PATH", ""), "KIJITO_BASE": sb.url,
                         "KIJITOMON_TOKEN": TOKEN, "KIJITO_PULL_STATE_DIR": str(self.state),
-                        "KIJITO_PULL_CONFIG": str(root / "none.toml")}
+                        "KIJITO_PULL_CONFIG": os.devnull}
 
     def hook(self, name: str, **extra: object) -> subprocess.CompletedProcess:
         data = {"session_id": SID, "cwd": str(self.project), "opencode": str(self.binary),

@@ -49,7 +49,7 @@ class Machine:
             (self.bin / name).write_text(body)
             (self.bin / name).chmod(0o755)
         self.environ = {"HOME": str(self.home), "PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
-                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": str(root / "none.toml")}
+                        "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": os.devnull}
 
     def run(self, *argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def where(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     project.mkdir()
     (project / "AGENTS.md").write_text(OPT_IN)
     environ = {"KIJITO_PULL_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path / "home"),
-               "KIJITO_PULL_CONFIG": str(tmp_path / "none.toml"), "KIJITO_PULL_MODE": "headless"}
+               "KIJITO_PULL_CONFIG": os.devnull, "KIJITO_PULL_MODE": "headless"}
     return project, environ
 
 
