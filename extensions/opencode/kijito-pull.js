@@ -22,6 +22,9 @@ import path from "node:path";
 
 const COMMAND = ["kijito-pull"]; // kijito-pull: the installer writes this line
 const WAIT_MS = 15000; // the CLI's own budget is 8 s; past this the message goes on without mail
+// The same file serves Kilo Code CLI (an OpenCode fork, the same plugin API): its hooks are `kilo-*`, known at
+// run time from the binary this runs in (`.../@kilocode/cli/bin/.kilo`).
+const HOST = path.basename(process.execPath).replace(/^\./, "").startsWith("kilo") ? "kilo" : "opencode";
 
 function facts(ctx, sessionID) {
   return JSON.stringify({
@@ -76,7 +79,7 @@ function detach(hook, input) {
 
 export const KijitoPull = async (ctx) => ({
   "chat.message": async (input, output) => {
-    const answer = await call("opencode-chat-message", facts(ctx, input.sessionID));
+    const answer = await call(`${HOST}-chat-message`, facts(ctx, input.sessionID));
     const first = output.parts[0];
     if (!answer || typeof answer.text !== "string" || !answer.text || !first) return;
     // OpenCode rejects a part without a string id; this one sorts right after the message's first part.
@@ -85,7 +88,7 @@ export const KijitoPull = async (ctx) => ({
   },
   event: async ({ event }) => {
     if (event.type === "session.idle" && event.properties && event.properties.sessionID) {
-      detach("opencode-session-idle", facts(ctx, event.properties.sessionID));
+      detach(`${HOST}-session-idle`, facts(ctx, event.properties.sessionID));
     }
   },
 });

@@ -6,7 +6,7 @@ Harness names: ``claude`` (Claude Code, oldest supported), ``claude2`` (Claude C
 node), ``pi1`` (@earendil-works/pi-coding-agent 1.x, the Node 22 installed next to it), ``copilot``
 (GitHub Copilot CLI, its native binary), ``gemini`` (Gemini CLI's bundle, system node),
 ``opencode`` (OpenCode's native binary), ``kimi`` (Kimi Code CLI's bundle, the Node 22 installed next to it)
-and ``qwen`` (Qwen Code's ``cli-entry.js``, the same Node 22).
+``qwen`` (Qwen Code's ``cli-entry.js``, the same Node 22) and ``kilo`` (Kilo Code CLI's native build).
 
 Isolation: when ``unshare -n`` + ``nsenter`` work (probed once per process), every harness runs in
 a private network namespace that has only loopback, so nothing can leak out. A server the harness
@@ -40,14 +40,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi", "qwen")
+HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi", "qwen", "kilo")
 REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
 
 # Environment prefixes stripped from the parent environment so a test run inside an agent
 # session (or with a developer's keys set) cannot leak settings into the harness under test.
 _STRIPPED_PREFIXES = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "PI_", "CODEX_", "KIJITO", "OTEL_", "COPILOT_", "GEMINI_",
                       "GOOGLE_", "OPENCODE_", "GITHUB_COPILOT_",
-                      "KIMI_", "MOONSHOT_", "QWEN_")
+                      "KIMI_", "MOONSHOT_", "QWEN_", "KILO_")
 
 T = TypeVar("T")
 
@@ -110,6 +110,10 @@ def find_harness(name: str) -> Harness | None:
             return Harness(name, (node, str(cli)), _stamp_version(name))
     elif name in ("copilot", "opencode"):
         exe = base / ".bin" / "copilot" if name == "copilot" else base / "opencode-ai" / "bin" / "opencode.exe"
+        if exe.exists() and os.access(exe, os.X_OK):
+            return Harness(name, (str(exe),), _stamp_version(name))
+    elif name == "kilo":
+        exe = base / "@kilocode" / "cli" / "bin" / "kilo"
         if exe.exists() and os.access(exe, os.X_OK):
             return Harness(name, (str(exe),), _stamp_version(name))
     elif name == "gemini":

@@ -17,12 +17,13 @@ from pathlib import Path
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
 from kijito_pull.harnesses import installkit
 from kijito_pull.harnesses.opencode import installer
-from kijito_pull.harnesses.opencode.server import PASSWORD_ENV
+from kijito_pull.harnesses.opencode.variant import OPENCODE, Variant
 
 PLUGIN_CHECK = "opencode.plugin"
 PUSH_CHECK = "opencode.push"
 MEASURED = (1, 18, 33)  # the version the plugin's hooks were measured on
-NO_PROJECT_ENV = "OPENCODE_DISABLE_PROJECT_CONFIG"
+MEASURED_KILO = (7, 7, 7)  # Kilo Code CLI's
+NO_PROJECT_ENV = OPENCODE.no_project_env
 
 
 def _version(text: str | None) -> tuple[int, ...] | None:
@@ -30,50 +31,52 @@ def _version(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(g) for g in match.groups()) if match else None
 
 
-def check_plugin(ctx: Context) -> Finding:
-    wired = [w for w in installer.wiring(ctx.environ, ctx.cwd) if w.installed]
+def check_plugin(ctx: Context, variant: Variant = OPENCODE) -> Finding:
+    """OpenCode's (or its fork's: `variant`) plugin check (module docstring)."""
+    v, check = variant, f"{variant.name}.plugin"
+    wired = [w for w in installer.wiring(ctx.environ, ctx.cwd, v) if w.installed]
     if not wired:
-        return Finding(PLUGIN_CHECK, OK, "kijito-pull's OpenCode plugin is not installed here; nothing to check")
+        return Finding(check, OK, f"kijito-pull's {v.title} plugin is not installed here; nothing to check")
     scope = "--project" if any(w.scope == installkit.PROJECT for w in wired) else "--user"
-    if scope == "--project" and ctx.environ.get(NO_PROJECT_ENV, "").strip() not in ("", "0", "false"):
-        return Finding(PLUGIN_CHECK, FAIL, f"${NO_PROJECT_ENV} is set: OpenCode loads no project plugin, so "
-                                           f"kijito-pull's never runs here",
-                       f"unset {NO_PROJECT_ENV}, or run `kijito-pull install opencode --user`")
-    version, why = installer.opencode_version(ctx.environ, Path(ctx.cwd))
+    if scope == "--project" and ctx.environ.get(v.no_project_env, "").strip() not in ("", "0", "false"):
+        return Finding(check, FAIL, f"${v.no_project_env} is set: {v.title} loads no project plugin, so "
+                                    f"kijito-pull's never runs here",
+                       f"unset {v.no_project_env}, or run `kijito-pull install {v.name} --user`")
+    version, why = installer.opencode_version(ctx.environ, Path(ctx.cwd), v)
     if version is None:
-        return Finding(PLUGIN_CHECK, WARN, f"kijito-pull's OpenCode plugin is installed, but {why}",
-                       "put `opencode` on PATH and run doctor again")
-    found = _version(version)
-    if found is None or found < MEASURED[:2] + (0,):
-        return Finding(PLUGIN_CHECK, WARN, f"OpenCode {version} is older than the {'.'.join(map(str, MEASURED))} "
-                                           f"the plugin was measured on: its chat.message part may be refused",
-                       "upgrade OpenCode (npm install -g opencode-ai)")
+        return Finding(check, WARN, f"kijito-pull's {v.title} plugin is installed, but {why}",
+                       f"put `{v.executable}` on PATH and run doctor again")
+    found, measured = _version(version), MEASURED_KILO if v.name == "kilo" else MEASURED
+    if found is None or found < measured[:2] + (0,):
+        return Finding(check, WARN, f"{v.title} {version} is older than the {'.'.join(map(str, measured))} "
+                                    f"the plugin was measured on: its chat.message part may be refused",
+                       f"upgrade {v.title} ({v.upgrade})")
     project = installkit.default_project(False, ctx.cwd)
-    folders = [installer.config_dir(installkit.USER, ctx.environ, project)]
-    if (project / ".opencode").is_dir():
-        folders.append(installer.config_dir(installkit.PROJECT, ctx.environ, project))
-    missing = [str(f) for f in folders if not installer.has_dependency(f)]
+    folders = [installer.config_dir(installkit.USER, ctx.environ, project, v)]
+    if (project / f".{v.config}").is_dir():
+        folders.append(installer.config_dir(installkit.PROJECT, ctx.environ, project, v))
+    missing = [str(f) for f in folders if not installer.has_dependency(f, v)]
+    pin = v.dependency_version or version
     if missing:
-        return Finding(PLUGIN_CHECK, WARN, f"{installer.DEPENDENCY} is not installed in {', '.join(missing)}: "
-                                           f"OpenCode installs it at every start, and offline it waits about 70 s "
-                                           f"before anything happens",
-                       f"run `kijito-pull install opencode {scope}` again (it installs it where the plugin is), or "
-                       f"`npm install --save-exact {installer.DEPENDENCY}@{version}` in each folder named")
-    return Finding(PLUGIN_CHECK, OK, f"OpenCode {version} loads kijito-pull's plugin "
-                                     f"({', '.join(w.path or '' for w in wired)}); {installer.DEPENDENCY} is installed "
-                                     f"where it looks")
+        return Finding(check, WARN, f"{v.dependency} is not installed in {', '.join(missing)}: {v.title} installs "
+                                    f"it at every start, and offline it waits about 70 s before anything happens",
+                       f"run `kijito-pull install {v.name} {scope}` again (it installs it where the plugin is), or "
+                       f"`npm install --save-exact {v.dependency}@{pin}` in each folder named")
+    return Finding(check, OK, f"{v.title} {version} loads kijito-pull's plugin "
+                              f"({', '.join(w.path or '' for w in wired)}); {v.dependency} is installed where it looks")
 
 
-def check_push(ctx: Context) -> Finding:
-    wired = [w for w in installer.wiring(ctx.environ, ctx.cwd) if w.installed]
+def check_push(ctx: Context, variant: Variant = OPENCODE) -> Finding:
+    """Can new mail be pushed into OpenCode's (or its fork's) sessions (module docstring)."""
+    v, check = variant, f"{variant.name}.push"
+    wired = [w for w in installer.wiring(ctx.environ, ctx.cwd, v) if w.installed]
     if not wired:
-        return Finding(PUSH_CHECK, OK, "kijito-pull's OpenCode plugin is not installed here; nothing to check")
-    how = ("new mail reaches a session at once only when its server listens (`opencode --port N`, `opencode "
-           "serve`); otherwise it waits for the session's next message, and `opencode run` gets only what waits at "
-           "its start")
-    if not ctx.environ.get(PASSWORD_ENV):
-        return Finding(PUSH_CHECK, WARN, f"{how}; ${PASSWORD_ENV} is not set here, so a server OpenCode starts "
-                                         f"from this environment takes prompts from anyone on this machine",
-                       f"set {PASSWORD_ENV} before starting `opencode --port N` (kijito-pull reads it from "
-                       f"OpenCode's environment)")
-    return Finding(PUSH_CHECK, OK, f"{how}; ${PASSWORD_ENV} is set")
+        return Finding(check, OK, f"kijito-pull's {v.title} plugin is not installed here; nothing to check")
+    how = (f"new mail reaches a session at once only when its server listens (`{v.executable} --port N`, "
+           f"`{v.executable} serve`); otherwise it waits for the session's next message")
+    if not ctx.environ.get(v.password_env):
+        return Finding(check, WARN, f"{how}; ${v.password_env} is not set here, so a server {v.title} starts "
+                                    f"from this environment takes prompts from anyone on this machine",
+                       f"set {v.password_env} before starting `{v.executable} --port N` (kijito-pull reads it from "
+                       f"{v.title}'s environment)")
+    return Finding(check, OK, f"{how}; ${v.password_env} is set")

@@ -29,15 +29,16 @@ from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.opencode.record import Record
 from kijito_pull.harnesses.opencode.server import Server
+from kijito_pull.harnesses.opencode.variant import OPENCODE, Variant, for_name
 from kijito_pull.harnesses.session import lifecycle
 
-CHAT_MESSAGE = "opencode-chat-message"
-SESSION_IDLE = "opencode-session-idle"
-WATCH = "opencode-watch"
+CHAT_MESSAGE = OPENCODE.hook("chat-message")  # Kilo's: `kilo-chat-message`, ... (its variant's names)
+SESSION_IDLE = OPENCODE.hook("session-idle")
+WATCH = OPENCODE.hook("watch")
 
 
-def session_holder_key(sid: str) -> str:
-    return f"opencode:{sid}"
+def session_holder_key(sid: str, variant: Variant = OPENCODE) -> str:
+    return f"{variant.name}:{sid}"
 
 
 def server_of(inp: HookInput, env: Environment) -> Server | None:
@@ -45,12 +46,12 @@ def server_of(inp: HookInput, env: Environment) -> Server | None:
     url = inp.data.get("server_url")
     if inp.session_id is None or not isinstance(url, str) or not url:
         return None
-    return Server.for_session(url, inp.session_id, env.environ)
+    return Server.for_session(url, inp.session_id, env.environ, variant=for_name(inp.hook))
 
 
 def record_of(inp: HookInput, env: Environment, server: Server | None) -> Record:
     assert inp.session_id is not None
-    return Record.of(inp.data, inp.session_id, env.environ, server)
+    return Record.of(inp.data, inp.session_id, env.environ, server, for_name(inp.hook))
 
 
 def pull(inp: HookInput, env: Environment, sink: handover.HookSink, server: Server | None) -> PullReport:
@@ -61,7 +62,7 @@ def pull(inp: HookInput, env: Environment, sink: handover.HookSink, server: Serv
         if inp.session_id is None:
             return pull_through(ready.engine, ready.engine.factory, sink)
         host = lifecycle.host_process()  # the OpenCode process that runs the plugin
-        holder = Holder(session_holder_key(inp.session_id), host.pid if host else None,
+        holder = Holder(session_holder_key(inp.session_id, for_name(inp.hook)), host.pid if host else None,
                         host.start if host else None, ttl=handover.HAND_OVER_TTL)
         return pull_through(ready.engine, ready.engine.factory, sink, holder=holder,
                             confirm=record_of(inp, env, server))
@@ -128,7 +129,9 @@ def _confirm_idle(inp: HookInput, env: Environment, sid: str) -> int:
 
     ready = handover.setup(inp.persona, env.environ)
     try:
-        held = {key: ready.engine.held_by(key) for key in (session_holder_key(sid), push_holder_key(sid))}
+        variant = for_name(inp.hook)
+        held = {key: ready.engine.held_by(key) for key in (session_holder_key(sid, variant),
+                                                          push_holder_key(sid, variant))}
         ids = [i for key_ids in held.values() for i in key_ids]
         if not ids:
             return 0
@@ -156,8 +159,8 @@ def on_watch(inp: HookInput, env: Environment) -> int:
 
 def arm_watcher(inp: HookInput, env: Environment) -> None:
     """After the answer is written: start the session's watcher, unless it has one or was stopped."""
-    from kijito_pull.harnesses.opencode import watcher
     from kijito_pull.harnesses.session import pushwatch
 
-    pushwatch.arm(inp, env, name=WATCH, host_env=watcher.HOST_ENV, host=lifecycle.host_process(),
+    variant = for_name(inp.hook)
+    pushwatch.arm(inp, env, name=variant.hook("watch"), host_env=variant.host_env, host=lifecycle.host_process(),
                   later="new mail waits for the next message")

@@ -36,31 +36,33 @@ from kijito_pull.harnesses import installfolders, plugin_files
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses.base import InstallRequest
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
+from kijito_pull.harnesses.opencode.variant import OPENCODE, Variant, for_name
 
-NAME = "opencode"
+NAME = OPENCODE.name
 PLUGIN = "kijito-pull.js"
-DEPENDENCY = "@opencode-ai/plugin"
+DEPENDENCY = OPENCODE.dependency
 MARK = "kijito-pull for OpenCode"  # the plugin's first line: a file without it is not ours
 COMMAND_LINE = re.compile(r'^const COMMAND = .*; // kijito-pull: the installer writes this line$', re.M)
 NPM_FILES = ("package.json", "package-lock.json")
 
 
-def config_dir(scope: str, environ: Mapping[str, str], project: Path) -> Path:
-    """The OpenCode config folder of a scope (where its plugin/ folder and node_modules are)."""
+def config_dir(scope: str, environ: Mapping[str, str], project: Path, variant: Variant = OPENCODE) -> Path:
+    """The config folder of a scope (where its plugin/ folder and node_modules are)."""
     if scope == USER:
         xdg = environ.get("XDG_CONFIG_HOME", "").strip()
         base = common.expand(xdg, environ) if xdg else common.home(environ) / ".config"
-        return base / "opencode"
-    return project / ".opencode"
+        return base / variant.config
+    return project / f".{variant.config}"
 
 
-def plugin_path(scope: str, environ: Mapping[str, str], project: Path) -> Path:
-    return config_dir(scope, environ, project) / "plugin" / PLUGIN
+def plugin_path(scope: str, environ: Mapping[str, str], project: Path, variant: Variant = OPENCODE) -> Path:
+    return config_dir(scope, environ, project, variant) / "plugin" / PLUGIN
 
 
-def has_dependency(folder: Path) -> bool:
-    """Is `@opencode-ai/plugin` installed in this config folder (OpenCode then starts without waiting)?"""
-    return (folder / "node_modules" / DEPENDENCY / "package.json").is_file()
+def has_dependency(folder: Path, variant: Variant = OPENCODE) -> bool:
+    """Is `@opencode-ai/plugin` (Kilo: `@kilocode/plugin`) installed in this config folder (it then starts
+    without waiting)?"""
+    return (folder / "node_modules" / variant.dependency / "package.json").is_file()
 
 
 def _manifest(folder: Path) -> Path:
@@ -93,11 +95,12 @@ def command_of(raw: bytes | None) -> list[str] | None:
     return words if isinstance(words, list) and all(isinstance(w, str) for w in words) and words else None
 
 
-def opencode_version(environ: Mapping[str, str], cwd: Path) -> tuple[str | None, str | None]:
-    """(`opencode`'s version, the executable) or (None, why not)."""
-    exe = common.which(environ.get("KIJITO_PULL_OPENCODE", "").strip() or "opencode", environ)
+def opencode_version(environ: Mapping[str, str], cwd: Path,
+                     variant: Variant = OPENCODE) -> tuple[str | None, str | None]:
+    """(`opencode`'s (`kilo`'s) version, the executable) or (None, why not)."""
+    exe = common.which(environ.get(variant.command_env, "").strip() or variant.executable, environ)
     if exe is None:
-        return None, "the `opencode` command is not on PATH"
+        return None, f"the `{variant.executable}` command is not on PATH"
     ran = common.run([exe, "--version"], environ, cwd, timeout=60)
     version = ran.output.strip().splitlines()[-1].strip() if ran.code == 0 and ran.output.strip() else ""
     if not re.fullmatch(r"\d+\.\d+\.\d+[\w.-]*", version):
@@ -105,34 +108,36 @@ def opencode_version(environ: Mapping[str, str], cwd: Path) -> tuple[str | None,
     return version, exe
 
 
-def npm_command(version: str) -> list[str]:
+def npm_command(version: str, variant: Variant = OPENCODE) -> list[str]:
     return ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--save-exact",
-            f"{DEPENDENCY}@{version}"]
+            f"{variant.dependency}@{variant.dependency_version or version}"]
 
 
 # -- wiring (read-only, for doctor) -----------------------------------------------------------------------
 
 
-def wiring(environ: Mapping[str, str], cwd: str) -> list[Wiring]:
+def wiring(environ: Mapping[str, str], cwd: str, variant: Variant = OPENCODE) -> list[Wiring]:
     project = common.default_project(False, cwd)
     out = []
     for scope in (PROJECT, USER):
-        path = plugin_path(scope, environ, project)
+        path = plugin_path(scope, environ, project, variant)
         raw = common.read_bytes(path)
         if raw is None:
             continue
         if not is_ours(raw):
-            out.append(Wiring(NAME, scope, False, str(path), None, False, "a file that is not kijito-pull's plugin"))
+            out.append(Wiring(variant.name, scope, False, str(path), None, False,
+                              "a file that is not kijito-pull's plugin"))
             continue
         words = command_of(raw)
         command, exists = common.command_executable(shlex.join(words) if words else None, environ)
         details = []
         if not exists:
-            details.append(f"`{command}` does not exist: run `kijito-pull install opencode --{scope}` again")
-        if not has_dependency(path.parent.parent):
-            details.append(f"{DEPENDENCY} is not installed in {path.parent.parent}: OpenCode waits about 70 s at "
-                           f"every start offline; run `kijito-pull install opencode --{scope}` again")
-        out.append(Wiring(NAME, scope, True, str(path), command, exists, "; ".join(details)))
+            details.append(f"`{command}` does not exist: run `kijito-pull install {variant.name} --{scope}` again")
+        if not has_dependency(path.parent.parent, variant):
+            details.append(f"{variant.dependency} is not installed in {path.parent.parent}: {variant.title} waits "
+                           f"about 70 s at every start offline; run `kijito-pull install {variant.name} --{scope}` "
+                           f"again")
+        out.append(Wiring(variant.name, scope, True, str(path), command, exists, "; ".join(details)))
     return out
 
 
@@ -162,12 +167,13 @@ def _before(folder: Path, path: Path) -> dict[str, Any]:
 def _begin(request: InstallRequest) -> tuple[Outcome, Path, bytes | None]:
     """The outcome of a request, the plugin file it is about, and that file's bytes (None: absent)."""
     project = request.project if request.project is not None else common.default_project(False, request.cwd)
-    path = plugin_path(request.scope, request.environ, project)
+    path = plugin_path(request.scope, request.environ, project, for_name(request.harness))
     return Outcome(request.harness, request.scope, request.action, path=path), path, common.read_bytes(path)
 
 
 def install(request: InstallRequest) -> Outcome:
     outcome, path, raw = _begin(request)
+    variant = for_name(request.harness)
     folder = path.parent.parent
     if raw is not None and not is_ours(raw):
         raise InstallError(f"{path} exists and is not kijito-pull's plugin; move it away first", ExitCode.USAGE)
@@ -177,18 +183,19 @@ def install(request: InstallRequest) -> Outcome:
     if given:
         flow.note_command(outcome, prefix, request.environ, runs="the plugin")
     npm: list[str] | None = None
-    if not has_dependency(folder):
-        version, why = opencode_version(request.environ, Path(request.cwd))
+    if not has_dependency(folder, variant):
+        version, why = opencode_version(request.environ, Path(request.cwd), variant)
         if version is None:
-            outcome.notes.append(f"{DEPENDENCY} is not installed in {folder} and {why}, so it is not installed "
-                                 f"either: OpenCode installs it at its next start (offline it waits about 70 s "
-                                 f"first); run `{flow.again(request)}` again once `opencode` is on PATH")
+            outcome.notes.append(f"{variant.dependency} is not installed in {folder} and {why}, so it is not "
+                                 f"installed either: {variant.title} installs it at its next start (offline it "
+                                 f"waits about 70 s first); run `{flow.again(request)}` again once "
+                                 f"`{variant.executable}` is on PATH")
         else:
-            npm = npm_command(version)
+            npm = npm_command(version, variant)
             outcome.commands.append(npm)
-            outcome.notes.append(f"in {folder}: `{common.shown(npm)}` (OpenCode's own start-up step, done now so it "
-                                 f"does not wait for it; npm writes package.json, package-lock.json and "
-                                 f"node_modules/, which uninstall gives back)")
+            outcome.notes.append(f"in {folder}: `{common.shown(npm)}` ({variant.title}'s own start-up "
+                                 f"step, done now so it does not wait for it; npm writes package.json, "
+                                 f"package-lock.json and node_modules/, which uninstall gives back)")
     if raw == new and npm is None:
         outcome.result = Result.ALREADY_INSTALLED
         return outcome
@@ -203,11 +210,11 @@ def install(request: InstallRequest) -> Outcome:
         """Before anything is written: npm must be there to run the step planned (a dry run says so)."""
         if npm is None or shutil.which("npm", path=request.environ.get("PATH")) is not None:
             return
-        missing = f"npm is not on PATH, so {DEPENDENCY} cannot be installed in {folder}"
+        missing = f"npm is not on PATH, so {variant.dependency} cannot be installed in {folder}"
         if request.dry_run:
             outcome.notes.append(f"{missing}: the real install would stop here")
             return
-        raise InstallError(f"{missing}; install npm (OpenCode needs it too) and run this again", ExitCode.USAGE)
+        raise InstallError(f"{missing}; install npm ({variant.title} needs it too) and run this again", ExitCode.USAGE)
 
     def run_npm() -> None:
         if npm is not None:

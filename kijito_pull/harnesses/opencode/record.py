@@ -26,9 +26,10 @@ from kijito_pull.core import render
 from kijito_pull.core.errors import KijitoPullError
 from kijito_pull.harnesses import installkit
 from kijito_pull.harnesses.opencode.server import Server, ServerError
+from kijito_pull.harnesses.opencode.variant import OPENCODE, Variant
 
 EXPORT_TIMEOUT = 20.0
-OPENCODE_ENV = "KIJITO_PULL_OPENCODE"  # which `opencode` to ask, when the plugin does not say
+OPENCODE_ENV = OPENCODE.command_env  # which `opencode` to ask, when the plugin does not say
 
 
 class RecordError(KijitoPullError):
@@ -40,14 +41,15 @@ def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in environ.items() if not k.upper().startswith(("KIJITO", "KIJITOMON"))}
 
 
-def opencode_command(data: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+def opencode_command(data: Mapping[str, Any], environ: Mapping[str, str], variant: Variant = OPENCODE) -> str | None:
     """The OpenCode binary the plugin runs in (its `process.execPath`, an absolute executable whose name
-    starts with "opencode"), else $KIJITO_PULL_OPENCODE, else `opencode` on PATH."""
+    starts with "opencode"; Kilo: "kilo" or ".kilo"), else $KIJITO_PULL_OPENCODE ($KIJITO_PULL_KILO), else
+    `opencode` (`kilo`) on PATH."""
     named = data.get("opencode")
-    if isinstance(named, str) and os.path.isabs(named) and os.path.basename(named).startswith("opencode") \
+    if isinstance(named, str) and os.path.isabs(named) and os.path.basename(named).startswith(variant.binaries) \
             and os.path.isfile(named) and os.access(named, os.X_OK):
         return named
-    return installkit.which(environ.get(OPENCODE_ENV, "").strip() or "opencode", environ)
+    return installkit.which(environ.get(variant.command_env, "").strip() or variant.executable, environ)
 
 
 def export_text(opencode: str, sid: str, environ: Mapping[str, str], timeout: float = EXPORT_TIMEOUT) -> str:
@@ -57,9 +59,9 @@ def export_text(opencode: str, sid: str, environ: Mapping[str, str], timeout: fl
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               timeout=timeout, start_new_session=True)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RecordError(f"`opencode export` failed: {exc}") from None
+        raise RecordError(f"`{os.path.basename(opencode)} export` failed: {exc}") from None
     if done.returncode != 0:
-        raise RecordError(f"`opencode export {sid}` exited {done.returncode}")
+        raise RecordError(f"`{os.path.basename(opencode)} export {sid}` exited {done.returncode}")
     return done.stdout.decode("utf-8", "replace")
 
 
@@ -72,17 +74,18 @@ class Record:
         self.problem: str | None = None
 
     @classmethod
-    def of(cls, data: Mapping[str, Any], sid: str, environ: Mapping[str, str], server: Server | None = None) -> Record:
+    def of(cls, data: Mapping[str, Any], sid: str, environ: Mapping[str, str], server: Server | None = None,
+           variant: Variant = OPENCODE) -> Record:
         if server is not None:
             return cls(lambda: server.messages(sid), f"{server.base}/session/{sid}/message")
-        opencode = opencode_command(data, environ)
+        opencode = opencode_command(data, environ, variant)
 
         def read() -> str:
             if opencode is None:
-                raise RecordError("no `opencode` command found to export the session with")
+                raise RecordError(f"no `{variant.executable}` command found to export the session with")
             return export_text(opencode, sid, environ)
 
-        return cls(read, f"`opencode export {sid}`")
+        return cls(read, f"`{variant.executable} export {sid}`")
 
     def text(self) -> str | None:
         try:

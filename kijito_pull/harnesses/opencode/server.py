@@ -29,9 +29,10 @@ import urllib.request
 from collections.abc import Callable, Mapping
 
 from kijito_pull.core.errors import KijitoPullError
+from kijito_pull.harnesses.opencode.variant import OPENCODE, Variant
 
-PASSWORD_ENV = "OPENCODE_SERVER_PASSWORD"
-USERNAME_ENV = "OPENCODE_SERVER_USERNAME"
+PASSWORD_ENV = OPENCODE.password_env  # Kilo: its variant's (`KILO_SERVER_PASSWORD`, user `kilo`)
+USERNAME_ENV = OPENCODE.username_env
 TIMEOUT = 3.0
 MAX_BODY = 64 << 20
 
@@ -55,24 +56,26 @@ class ServerError(KijitoPullError):
 class Server:
     """One OpenCode server on loopback (module docstring)."""
 
-    def __init__(self, base: str, environ: Mapping[str, str], timeout: float = TIMEOUT):
+    def __init__(self, base: str, environ: Mapping[str, str], timeout: float = TIMEOUT, variant: Variant = OPENCODE):
         self.base = base
         self.timeout = timeout
-        password = environ.get(PASSWORD_ENV, "")
-        user = environ.get(USERNAME_ENV, "") or "opencode"
+        self.title = variant.title
+        password = environ.get(variant.password_env, "")
+        user = environ.get(variant.username_env, "") or variant.default_user
         self._auth = ("Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()) if password else None
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
 
     @classmethod
     def for_session(cls, url: str, sid: str, environ: Mapping[str, str], timeout: float = TIMEOUT,
-                    patience: float = 0.0, still_wanted: Callable[[], bool] = lambda: True) -> Server | None:
+                    patience: float = 0.0, still_wanted: Callable[[], bool] = lambda: True,
+                    variant: Variant = OPENCODE) -> Server | None:
         """The server at `url` when it knows session `sid`; None when it is not loopback, answers that it does
         not know the session, or did not answer. `patience`: for how many seconds a server that does not
         answer (still starting, or slow on a loaded machine) is asked again, while `still_wanted()`."""
         base = loopback(url) if url else None
         if base is None:
             return None
-        server = cls(base, environ, timeout)
+        server = cls(base, environ, timeout, variant)
         deadline, pause = time.monotonic() + patience, 0.25
         while True:
             try:
@@ -101,12 +104,12 @@ class Server:
         except urllib.error.HTTPError as exc:
             return exc.code, b""
         except (OSError, ValueError) as exc:
-            raise ServerError(f"OpenCode's server at {self.base} did not answer ({exc})") from None
+            raise ServerError(f"{self.title}'s server at {self.base} did not answer ({exc})") from None
 
     def messages(self, sid: str) -> str:
         status, body = self._request("GET", f"/session/{urllib.parse.quote(sid)}/message")
         if status != 200:
-            raise ServerError(f"OpenCode's server at {self.base} answered {status} for the session's messages")
+            raise ServerError(f"{self.title}'s server at {self.base} answered {status} for the session's messages")
         return body.decode("utf-8", "replace")
 
     def prompt(self, sid: str, text: str) -> str | None:
@@ -115,7 +118,9 @@ class Server:
             status, _ = self._request("POST", f"/session/{urllib.parse.quote(sid)}/prompt_async", payload)
         except ServerError as exc:
             return str(exc)
-        return None if status in (200, 204) else f"OpenCode's server at {self.base} answered {status} to prompt_async"
+        if status in (200, 204):
+            return None
+        return f"{self.title}'s server at {self.base} answered {status} to prompt_async"
 
 
 __all__ = ["PASSWORD_ENV", "Server", "ServerError", "loopback"]

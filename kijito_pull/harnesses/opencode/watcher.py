@@ -29,10 +29,11 @@ from kijito_pull.core.models import Message
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.opencode.record import Record
 from kijito_pull.harnesses.opencode.server import Server
+from kijito_pull.harnesses.opencode.variant import OPENCODE, Variant, for_name
 from kijito_pull.harnesses.session import pushwatch
 
-NAME = "opencode-watch"
-HOST_ENV = "KIJITO_PULL_OPENCODE_HOST"  # "<pid>:<start>" of the OpenCode process, handed to the watcher
+NAME = OPENCODE.hook("watch")  # Kilo's: `kilo-watch`, with KIJITO_PULL_KILO_HOST
+HOST_ENV = OPENCODE.host_env  # "<pid>:<start>" of the OpenCode process, handed to the watcher
 #: The watcher is a background process, so it waits longer than a hook for OpenCode's server: each request
 #: (its first look, the session's messages, a prompt) up to REQUEST_TIMEOUT, and a server that does not answer
 #: its first look is asked again for up to PATIENCE while the OpenCode process lives (opencode/server.py).
@@ -40,8 +41,8 @@ REQUEST_TIMEOUT = 10.0
 PATIENCE = 60.0
 
 
-def push_holder_key(session_id: str) -> str:
-    return f"opencode-push:{session_id}"
+def push_holder_key(session_id: str, variant: Variant = OPENCODE) -> str:
+    return f"{variant.name}-push:{session_id}"
 
 
 class Watcher(pushwatch.PushWatcher):
@@ -54,6 +55,8 @@ class Watcher(pushwatch.PushWatcher):
     def __init__(self, *args: Any, server: Server, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.server = server
+        self.name = self.inp.hook  # `opencode-watch` or `kilo-watch`
+        self.host_title = server.title
 
     def push(self, text: str, shown: Sequence[Message]) -> str | None:
         """One prompt into the session (None: OpenCode accepted it)."""
@@ -63,19 +66,22 @@ class Watcher(pushwatch.PushWatcher):
 def run(inp: HookInput, env: Any) -> int:
     """`kijito-pull hook opencode-watch` (started by opencode-chat-message): take the lease, watch."""
     environ, errors = env.environ, env.stderr
+    variant = for_name(inp.hook)
+    name = variant.hook("watch")
     sid = inp.session_id
     url = inp.data.get("server_url")
     if sid is None or not isinstance(url, str):
-        say(errors, f"{NAME}: no session id or server URL in the input; not watching")
+        say(errors, f"{name}: no session id or server URL in the input; not watching")
         return 0
-    host = pushwatch.parse_host(environ.get(HOST_ENV))
+    host = pushwatch.parse_host(environ.get(variant.host_env))
     server = Server.for_session(url, sid, environ, timeout=REQUEST_TIMEOUT, patience=PATIENCE,
-                                still_wanted=lambda: host is None or process.alive(host.pid, host.start))
+                                still_wanted=lambda: host is None or process.alive(host.pid, host.start),
+                                variant=variant)
     if server is None:
-        say(errors, f"{NAME}: session {sid}: no OpenCode server that knows this session at {url}; not watching")
+        say(errors, f"{name}: session {sid}: no {variant.title} server that knows this session at {url}; not watching")
         return 0
     return pushwatch.serve(
-        inp, env, name=NAME, source="opencode", host=host, route=f"POST {server.base}/session/{sid}/prompt_async",
-        build=lambda me, ready: Watcher(inp, environ, errors, holder_key=push_holder_key(sid), me=me, host=host,
-                                        ready=ready, confirm=Record.of(inp.data, sid, environ, server),
-                                        server=server))
+        inp, env, name=name, source=variant.name, host=host, route=f"POST {server.base}/session/{sid}/prompt_async",
+        build=lambda me, ready: Watcher(inp, environ, errors, holder_key=push_holder_key(sid, variant), me=me,
+                                        host=host, ready=ready, server=server,
+                                        confirm=Record.of(inp.data, sid, environ, server, variant)))
