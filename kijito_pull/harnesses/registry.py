@@ -26,6 +26,7 @@ HARNESSES = {
     "gemini": "kijito_pull.harnesses.gemini",
     "copilot": "kijito_pull.harnesses.copilot",
     "opencode": "kijito_pull.harnesses.opencode",
+    "kilo": "kijito_pull.harnesses.kilo",
     "kimi": "kijito_pull.harnesses.kimi",
     "qwen": "kijito_pull.harnesses.qwen",
     "daemon": "kijito_pull.harnesses.daemon",
