@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi", "qwen", "kilo")
+HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi", "qwen",
+                 "kilo")
 REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
 
 # Environment prefixes stripped from the parent environment so a test run inside an agent

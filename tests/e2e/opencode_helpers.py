@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.e2e import claude_helpers as ch
@@ -23,9 +24,27 @@ TITLE_MARK = "You are a title generator"
 PASSWORD = "e2e-opencode-server-password"
 
 
-def write_config(project: Path, model_url: str) -> Path:
-    """<project>/opencode.json: the fake model as the only provider (the offline recipe)."""
-    path = project / "opencode.json"
+@dataclass(frozen=True)
+class Host:
+    """OpenCode or its fork Kilo Code CLI (kijito_pull.harnesses.opencode.variant): what the tests name."""
+
+    name: str  # the harness (tests/e2e/harness.py) and kijito-pull's target
+    config_file: str  # the project config it reads
+    env_prefix: str  # OPENCODE_ / KILO_
+    dependency: str  # what `kijito-pull install` npm-installs, with its version
+
+    def env(self, what: str) -> str:
+        return f"{self.env_prefix}{what}"
+
+
+OPENCODE = Host("opencode", "opencode.json", "OPENCODE_", "@opencode-ai/plugin@1.18.33")
+KILO = Host("kilo", "kilo.json", "KILO_", "@kilocode/plugin@7.3.1")
+HOSTS = {"opencode": OPENCODE, "kilo": KILO}
+
+
+def write_config(project: Path, model_url: str, host: Host = OPENCODE) -> Path:
+    """<project>/opencode.json (kilo.json): the fake model as the only provider (the offline recipe)."""
+    path = project / host.config_file
     path.write_text(json.dumps({
         "$schema": "https://opencode.ai/config.json",
         "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
@@ -37,8 +56,9 @@ def write_config(project: Path, model_url: str) -> Path:
 
 
 def opencode_bin(harness: h.Harness) -> Path:
-    """The folder with the pinned `opencode` command (npm's bin link to the native binary)."""
-    return Path(harness.argv[0]).parents[2] / ".bin"
+    """The folder with the pinned `opencode` (`kilo`) command (npm's bin links)."""
+    exe = Path(harness.argv[0])
+    return next(p for p in exe.parents if p.name == "node_modules") / ".bin"
 
 
 def npm_cache() -> str:
@@ -50,7 +70,8 @@ def opencode_env(harness: h.Harness, home: Path, sandbox_url: str, state: Path, 
     hooks need (this repository's kijito-pull first on PATH, then the pinned `opencode`; the sandbox)."""
     hook = ch.hook_env(sandbox_url, state)
     hook["PATH"] = f"{ch.venv_bin()}{os.pathsep}{opencode_bin(harness)}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = h.base_env(home, {**hook, "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    host = HOSTS[harness.name]
+    env = h.base_env(home, {**hook, host.env("DISABLE_MODELS_FETCH"): "1", host.env("DISABLE_AUTOUPDATE"): "1",
                             "npm_config_cache": npm_cache(), "npm_config_update_notifier": "false"})
     env.update(extra)
     return env
@@ -61,17 +82,17 @@ def run(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, timeout
     """`opencode run PROMPT` (headless), in the namespace (OpenCode takes its folder from $PWD, not its cwd);
     the whole group is killed on timeout."""
     argv = h.netns().wrap(harness.cmd("run", prompt))
-    proc = h.HarnessProcess(argv, env={**env, "PWD": str(cwd)}, cwd=cwd, stdin_pipe=False, name="opencode-run")
+    proc = h.HarnessProcess(argv, env={**env, "PWD": str(cwd)}, cwd=cwd, stdin_pipe=False, name=f"{harness.name}-run")
     try:
         rc = proc.wait(timeout)
     except subprocess.TimeoutExpired:
         diag = proc.diagnostics()
         proc.kill()
-        raise AssertionError(f"opencode run did not end within {timeout:g} s\n{diag}") from None
+        raise AssertionError(f"{harness.name} run did not end within {timeout:g} s\n{diag}") from None
     # The plugin's detached session.idle hook outlives `opencode run` (as it must); the test's sweep of the
     # run's processes would end it too, so it is given time to finish first.
     state = Path(env["KIJITO_PULL_STATE_DIR"])
-    ch.wait_until(lambda: not ch.hook_pids(state, "opencode-session-idle"), 40, step=0.2)
+    ch.wait_until(lambda: not ch.hook_pids(state, f"{harness.name}-session-idle"), 40, step=0.2)
     out, err = proc.stdout_text(), proc.stderr_text()
     proc.kill()
     return subprocess.CompletedProcess(argv, rc, out, err)
@@ -80,18 +101,19 @@ def run(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, timeout
 def serve(harness: h.Harness, env: dict[str, str], cwd: Path, port: int) -> h.HarnessProcess:
     """`opencode serve --port PORT` in the namespace, with a server password."""
     argv = h.netns().wrap(harness.cmd("serve", "--port", str(port), "--hostname", "127.0.0.1"))
-    return h.HarnessProcess(argv, env={**env, "PWD": str(cwd), "OPENCODE_SERVER_PASSWORD": PASSWORD}, cwd=cwd,
-                            stdin_pipe=False, name="opencode-serve")
+    return h.HarnessProcess(argv, env={**env, "PWD": str(cwd), HOSTS[harness.name].env("SERVER_PASSWORD"): PASSWORD},
+                            cwd=cwd, stdin_pipe=False, name=f"{harness.name}-serve")
 
 
-def api(port: int, method: str, path: str, body: dict | None = None, timeout: float = 5.0) -> tuple[int, object]:
+def api(port: int, method: str, path: str, body: dict | None = None, timeout: float = 5.0,
+        user: str = "opencode") -> tuple[int, object]:
     """One request to the OpenCode server in the namespace (basic auth with the test's password)."""
     import base64
 
     def call() -> tuple[int, object]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-        req.add_header("Authorization", "Basic " + base64.b64encode(f"opencode:{PASSWORD}".encode()).decode())
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{PASSWORD}".encode()).decode())
         if data is not None:
             req.add_header("Content-Type", "application/json")
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -102,11 +124,11 @@ def api(port: int, method: str, path: str, body: dict | None = None, timeout: fl
     return h.netns().call(call)
 
 
-def wait_server(port: int, timeout: float = 60) -> bool:
+def wait_server(port: int, timeout: float = 60, user: str = "opencode") -> bool:
     """Whether the OpenCode server on `port` answers `GET /session` within `timeout` seconds."""
     def up() -> bool:
         try:
-            return api(port, "GET", "/session", timeout=2)[0] == 200
+            return api(port, "GET", "/session", timeout=2, user=user)[0] == 200
         except Exception:  # noqa: BLE001 - not listening yet
             return False
 

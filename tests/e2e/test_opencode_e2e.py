@@ -6,6 +6,9 @@ serves the mail; the plugin is installed with `kijito-pull install opencode --us
 proof is the mail text inside the model requests the fake model logged, OpenCode's own record (`opencode
 export`), and the cursor's record (`status --json`: nothing pending and nothing unseen once the record
 confirmed the hand-over).
+
+Every test runs twice: with OpenCode and with its fork Kilo Code CLI (`kijito-pull install kilo`, the same
+plugin file, Kilo's own folders, `kilo.json`, `KILO_SERVER_PASSWORD` with user `kilo`; docs/kilo.md).
 """
 
 from __future__ import annotations
@@ -26,9 +29,15 @@ from tests.waiting import budget
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(params=["opencode", "kilo"])
+def opencode_harness(request) -> h.Harness:
+    """The real OpenCode, then the real Kilo Code CLI."""
+    return h.require_harness(request.param)
+
+
 @pytest.fixture
-def opencode_harness() -> h.Harness:
-    return h.require_harness("opencode")
+def host(opencode_harness) -> oc.Host:
+    return oc.HOSTS[opencode_harness.name]
 
 
 @pytest.fixture
@@ -37,11 +46,11 @@ def env(opencode_harness, sandbox, state, e2e_home) -> dict[str, str]:
 
 
 @pytest.fixture
-def project(env, fake_model, tmp_path) -> Path:
+def project(env, fake_model, tmp_path, host) -> Path:
     """An opted-in project with the fake model configured; kijito-pull's plugin installed for the user."""
     folder = ch.make_project(tmp_path)
-    oc.write_config(folder, fake_model.url)
-    done = gm.kp(env, folder, "install", "opencode", "--user", timeout=300)
+    oc.write_config(folder, fake_model.url, host)
+    done = gm.kp(env, folder, "install", host.name, "--user", timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
     return folder
 
@@ -55,7 +64,7 @@ def _with(fm: FakeModel, needle: str) -> list[dict]:
 
 
 def test_run_gets_waiting_mail_with_its_prompt_once_confirmed_from_the_export(
-        opencode_harness, fake_model, sandbox, env, project) -> None:
+        opencode_harness, fake_model, sandbox, env, project, host) -> None:
     sandbox.send(ch.PERSONA, "loom", "MAIL-WAITING: the deploy key rotated")
     during: list[list[dict]] = []
 
@@ -69,12 +78,12 @@ def test_run_gets_waiting_mail_with_its_prompt_once_confirmed_from_the_export(
     run = oc.run(opencode_harness, env, project, "summarize the task")
     took = time.monotonic() - started
     assert run.returncode == 0, run.stderr[-3000:]
-    assert took < 60, f"opencode run took {took:.0f} s (the @opencode-ai/plugin stall?)"
+    assert took < 60, f"{host.name} run took {took:.0f} s (the {host.dependency} stall?)"
     first = oc.main_requests(fake_model)[0]
     assert "MAIL-WAITING: the deploy key rotated" in fake_model.text_of(first)
     assert "summarize the task" in fake_model.text_of(first)
-    assert during and [p["holder"] for p in during[0]] == [f"opencode:{oc.sessions(opencode_harness, env, project)[0]}"]
     sid = oc.sessions(opencode_harness, env, project)[0]
+    assert during and [p["holder"] for p in during[0]] == [f"{host.name}:{sid}"]
     assert "MAIL-WAITING" in oc.export(opencode_harness, env, sid)  # OpenCode's own record holds it
     # the detached session.idle hook confirms it from `opencode export`: nothing pending, nothing unseen
     assert ch.wait_until(lambda: not cx.pending(env, project), 60, step=1), cx.pending(env, project)
@@ -87,60 +96,62 @@ def test_run_gets_waiting_mail_with_its_prompt_once_confirmed_from_the_export(
     assert not any(ch.TOKEN in fake_model.text_of(r) for r in fake_model.model_requests)
 
 
-def test_not_opted_in_sends_nothing_to_kijito(opencode_harness, fake_model, sandbox, env, project, tmp_path) -> None:
+def test_not_opted_in_sends_nothing_to_kijito(opencode_harness, fake_model, sandbox, env, project, tmp_path,
+                                              host) -> None:
     plain = ch.make_project(tmp_path / "other", opted_in=False)
-    oc.write_config(plain, fake_model.url)
+    oc.write_config(plain, fake_model.url, host)
     sandbox.send(ch.PERSONA, "loom", "MAIL-NOT-HERE")
     before = len(sandbox.requests)
     run = oc.run(opencode_harness, env, plain, "say hi")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert oc.main_requests(fake_model), "opencode never asked the model"
+    assert oc.main_requests(fake_model), f"{host.name} never asked the model"
     assert len(sandbox.requests) == before, sandbox.requests[before:]
     assert not _with(fake_model, "MAIL-NOT-HERE")
 
 
 @pytest.mark.parametrize("scope", ["--user", "--project"])
 def test_install_dry_run_shows_the_diff_and_uninstall_is_byte_exact(opencode_harness, env, fake_model, tmp_path,
-                                                                    e2e_home, scope) -> None:
+                                                                    e2e_home, scope, host) -> None:
     folder = ch.make_project(tmp_path)
-    oc.write_config(folder, fake_model.url)
+    oc.write_config(folder, fake_model.url, host)
     config = e2e_home / ".config"
-    (config / "opencode").mkdir(parents=True)
-    (config / "opencode" / "opencode.json").write_text('{"$schema": "https://opencode.ai/config.json"}\n')
+    (config / host.name).mkdir(parents=True)
+    (config / host.name / host.config_file).write_text('{"$schema": "https://opencode.ai/config.json"}\n')
     before = oc.tree(config, folder)
-    dry = gm.kp(env, folder, "install", "opencode", scope, "--dry-run")
+    dry = gm.kp(env, folder, "install", host.name, scope, "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    target = (config / "opencode" if scope == "--user" else folder / ".opencode") / "plugin" / "kijito-pull.js"
+    target = (config / host.name if scope == "--user" else folder / f".{host.name}") / "plugin" / "kijito-pull.js"
     assert f"+++ {target}" in dry.stdout and "kijito-pull for OpenCode" in dry.stdout, dry.stdout
-    assert "npm install --no-audit --no-fund --prefer-offline --save-exact @opencode-ai/plugin@1.18.33" in dry.stdout
+    assert f"npm install --no-audit --no-fund --prefer-offline --save-exact {host.dependency}" in dry.stdout
     assert oc.tree(config, folder) == before, "a dry run changed files"
-    done = gm.kp(env, folder, "install", "opencode", scope, timeout=300)
+    done = gm.kp(env, folder, "install", host.name, scope, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
-    assert target.is_file() and (target.parents[1] / "node_modules" / "@opencode-ai" / "plugin").is_dir()
+    assert target.is_file() and (target.parents[1] / "node_modules" / host.dependency.rsplit("@", 1)[0]).is_dir()
     # The plugin runs the launcher in kijito-pull's data folder, which runs this installation first.
     launcher = e2e_home / ".local" / "share" / "kijito-pull" / "bin" / "kijito-pull-launch"
     assert f'const COMMAND = ["{launcher}"];' in target.read_text()
     assert f"HERE={ch.venv_bin() / 'kijito-pull'}  #" in launcher.read_text()
     doctor = gm.doctor(env, folder)
-    assert doctor["harness.opencode"]["verdict"] == "ok", doctor["harness.opencode"]
-    assert doctor["opencode.plugin"]["verdict"] in ("ok", "warn"), doctor["opencode.plugin"]
-    again = gm.kp(env, folder, "install", "opencode", scope)
+    assert doctor[f"harness.{host.name}"]["verdict"] == "ok", doctor[f"harness.{host.name}"]
+    assert doctor[f"{host.name}.plugin"]["verdict"] in ("ok", "warn"), doctor[f"{host.name}.plugin"]
+    again = gm.kp(env, folder, "install", host.name, scope)
     assert again.returncode == 0 and "already installed" in again.stdout, again.stdout
-    gone = gm.kp(env, folder, "uninstall", "opencode", scope)
+    gone = gm.kp(env, folder, "uninstall", host.name, scope)
     assert gone.returncode == 0, gone.stderr + gone.stdout
     assert oc.tree(config, folder) == before
 
 
 def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_next(
-        opencode_harness, fake_model, sandbox, env, project, state) -> None:
+        opencode_harness, fake_model, sandbox, env, project, state, host) -> None:
     port = 42000 + (hash(str(project)) % 2000)
     server = oc.serve(opencode_harness, env, project, port)
-    assert oc.wait_server(port), "opencode serve did not answer"
-    status, made = oc.api(port, "POST", "/session", {})
+    assert oc.wait_server(port, user=host.name), f"{host.name} serve did not answer"
+    status, made = oc.api(port, "POST", "/session", {}, user=host.name)
     sid = made["id"]  # type: ignore[index]
-    status, _ = oc.api(port, "POST", f"/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": "hello"}]})
+    status, _ = oc.api(port, "POST", f"/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": "hello"}]},
+                       user=host.name)
     assert status == 204
-    assert ch.wait_until(lambda: ch.hook_pids(state, "opencode-watch"), 40, step=0.2), server.diagnostics()
+    assert ch.wait_until(lambda: ch.hook_pids(state, f"{host.name}-watch"), 40, step=0.2), server.diagnostics()
     assert fake_model.wait_for(lambda r: "hello" in fake_model.text_of(r) and oc.TITLE_MARK not in
                                fake_model.text_of(r), timeout=40)
     time.sleep(2)  # the first turn is over: the session is idle
@@ -168,7 +179,8 @@ def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_nex
 
     fake_model.reply = slow
     start = len(fake_model.requests)
-    oc.api(port, "POST", f"/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": "turn-busy"}]})
+    oc.api(port, "POST", f"/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": "turn-busy"}]},
+           user=host.name)
     busy = fake_model.wait_for_text("MAIL-BUSY", timeout=40, start=start)
     assert during and busy is not None, server.diagnostics()
     later = [r for r in fake_model.requests[start:] if oc.TITLE_MARK not in fake_model.text_of(r)]
