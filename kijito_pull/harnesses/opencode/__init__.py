@@ -11,6 +11,8 @@ the session was handed is confirmed from OpenCode's own record, `opencode export
 takes no turn after its first, so everything waiting is handed over with the first message. A session whose
 server listens (`opencode --port N`, `opencode serve`) also gets a watcher, which pushes new mail as a new
 prompt (`POST /session/{id}/prompt_async`).
+
+Kilo Code CLI (an OpenCode fork) runs all of this under its own names: variant.py, kijito_pull.harnesses.kilo.
 """
 
 from kijito_pull.harnesses.base import FOLDER, TRANSCRIPT, Harness, Hook
