@@ -75,6 +75,7 @@ a kill after the answer loses nothing. `in_killed_output` counts the mail killed
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import json
 import os
@@ -95,49 +96,38 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kijito_pull.core import process  # noqa: E402
-from kijito_pull.harnesses.opencode.watcher import HOST_ENV as OPENCODE_HOST_ENV  # noqa: E402
-from kijito_pull.harnesses.session.pushwatch import host_token  # noqa: E402
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa: E402
-from tests.codexqueue import CodexQueue  # noqa: E402
-from tests.copilotext import FakeExtension  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
-    CODEX_SESSION_START,
-    CODEX_STOP,
-    CODEX_WATCH,
-    COPILOT_WATCH,
-    HARNESS_OF,
-    HOOK_EVENTS,
-    HOOKS,
-    NEW_HOOKS,
-    OPENCODE_SESSION_IDLE,
-    OPENCODE_WATCH,
     PI_CHILD,
-    PUSH_WATCHERS,
-    SESSION_END_OF,
-    SESSION_START,
-    STOP,
     WATCH,
     FileEvents,
     HarnessSession,
     PiChild,
     System,
+    crash_entries,
+    descriptor,
+    entry_of,
+    harness_of,
+    hook_entries,
+    hook_event,
     hook_ids,
     hook_text,
     ndjson_events,
     new_ids,
+    push_watchers,
+    session_end_of,
     text_ids,
 )
-from tests.opencodeserver import OpenCodeServer  # noqa: E402
 from tests.sessionhost import SessionHost  # noqa: E402
 from tests.wayin import FATES, LATE, NEVER, REFUSED, TAKEN, WayIn  # noqa: E402
 
 PERSONA = "crashbot"
 OTHERS = ("elsewhere", "noise")
 SENDERS = ("river", "loom", "argus")
-ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS, *PUSH_WATCHERS)
-ALL_HOOKS = (*HOOKS, *NEW_HOOKS)
+#: Every entry point, from the registry and the harnesses' descriptors (tests/entrypoints.py): a harness
+#: registered before main() runs is in (`crash_entries()`).
+ENTRY_POINTS = crash_entries()
 WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 
 
@@ -196,11 +186,12 @@ class EntryTrials:
                              extra_env={"KIJITO_PULL_MAX_STOP_BLOCKS": "100"})
         # Every hook runs in sessions with its harness's record (confirmation from the record); a session
         # ends now and then (its SessionEnd hook, or for OpenCode its process), and the next one starts.
-        self.claude = entry in ALL_HOOKS  # a hook in a session with a record
-        self.pusher = entry in PUSH_WATCHERS  # a push watcher with a stand-in way into its session
-        self.sessioned = self.claude or self.pusher
-        self.harness = HARNESS_OF.get(entry, "")
-        self.host: SessionHost | None = None  # OpenCode: the session's process, the hooks' parent
+        self.hook = entry in hook_entries()  # a hook in a session with a record
+        self.pusher = entry in push_watchers()  # a push watcher with a stand-in way into its session
+        self.sessioned = self.hook or self.pusher
+        self.harness = harness_of(entry) if self.sessioned else ""
+        self.d = descriptor(self.harness) if self.sessioned else None  # its descriptor
+        self.host: SessionHost | None = None  # HOSTED harnesses: the session's process, the hooks' parent
         self.targets = (BEFORE_PUSH, AFTER_PUSH) if self.pusher else (ANSWER, TIMEOUT)
         self.answer_quota = (args.push_kills if self.pusher else args.answer_kills) if self.sessioned else 0
         self.sessions: list[HarnessSession] = []
@@ -253,10 +244,10 @@ class EntryTrials:
         index = len(self.runs)
         out, err = self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err"
         out.parent.mkdir(exist_ok=True)
-        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.entry in ALL_HOOKS else ""))
+        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.hook else ""))
         if kind == "drain":
             self._run_once(run)
-        elif self.entry in ALL_HOOKS:
+        elif self.hook:
             self._run_hook(run)
         else:
             self._run_long(run, late_batch)
@@ -288,11 +279,12 @@ class EntryTrials:
     # -- Claude Code sessions ------------------------------------------------------------------------
 
     def new_session(self) -> HarnessSession:
-        session = HarnessSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}",
-                                 harness=self.harness, home=self.system.work, interactive=self.pusher)
+        name = getattr(self.d, "SESSION_ID", "{}").format(f"crash-{self.seed}-{len(self.sessions):04d}")
+        session = HarnessSession(self.work / "transcripts", name, harness=self.harness, home=self.system.work,
+                                 interactive=self.pusher, project=self.system.project)
         self.sessions.append(session)
         self.session = session
-        if self.harness == "opencode":
+        if getattr(self.d, "HOSTED", False):
             self.host = SessionHost()
         if self.pusher:
             self.way = self.new_way_in(session)
@@ -303,12 +295,8 @@ class EntryTrials:
     def new_way_in(self, session: HarnessSession) -> WayIn:
         assert self.runtime is not None
         seed = self.seed * 1000 + len(self.sessions)
-        if self.entry == COPILOT_WATCH:
-            return FakeExtension(self.runtime, session.transcript, session.id, record_delay=0.3, seed=seed)
-        if self.entry == CODEX_WATCH:
-            return CodexQueue(self.runtime, session, record_delay=0.3, seed=seed)
-        assert self.entry == OPENCODE_WATCH
-        return OpenCodeServer(session, record_delay=0.3, seed=seed)
+        module, _, function = self.d.WAY_IN.partition(":")  # the descriptor names the stand-in
+        return getattr(importlib.import_module(module), function)(self.runtime, session, seed)
 
     def end_session(self) -> Run:
         """The session's end (never killed here). With a SessionEnd hook: it confirms what the record shows
@@ -317,7 +305,7 @@ class EntryTrials:
         A push watcher's way in closes first: the session takes nothing more, and what it took is recorded."""
         if self.way is not None:
             self.way.close()
-        run = self.session_hook(SESSION_END_OF[self.harness] or OPENCODE_SESSION_IDLE, "end")
+        run = self.session_hook(session_end_of(self.harness) or entry_of(self.d.IDLE), "end")
         if self.host is not None:
             self.host.close()
             self.host = None
@@ -330,7 +318,7 @@ class EntryTrials:
         index = len(self.runs)
         run = Run(index, kind, self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
                   session=self.session.id)
-        payload = self.system.hook_payload(hook, self.session.id, **self.session.fields(HOOK_EVENTS[hook]))
+        payload = self.system.hook_payload(hook, self.session.id, **self.session.fields(hook_event(hook)))
         proc = self.system.spawn_hook(hook, run.out, run.err, payload=payload, host=self.host)
         self._wait_or_kill(proc, None, run)
         if run.out.read_text(errors="replace").strip() not in ("", "{}"):  # "nothing to do" is {} for some
@@ -342,12 +330,10 @@ class EntryTrials:
         if self.session is None:
             return self.system.hook_payload(self.entry, "crash-session")
         run.session = self.session.id
-        fields = self.session.fields(HOOK_EVENTS[self.entry])
-        if self.entry == SESSION_START:
-            fields["source"] = "startup" if self.session.hooks == 0 else self.rng.choice(("resume", "compact"))
-        elif HOOK_EVENTS[self.entry] == "SessionStart" and self.harness in ("gemini", "copilot") \
-                and self.session.hooks:
-            fields["source"] = "resume"
+        fields = self.session.fields(hook_event(self.entry))
+        resumed = getattr(self.d, "RESUMED", ())  # what a SessionStart after the session's first hook says
+        if hook_event(self.entry) == "SessionStart" and self.session.hooks and resumed:
+            fields["source"] = self.rng.choice(resumed)
         self.session.hooks += 1
         return self.system.hook_payload(self.entry, self.session.id, **fields)
 
@@ -473,11 +459,11 @@ class EntryTrials:
         """The session's watcher as its session-start hook starts it: the hook's input on stdin, what it needs
         to reach the session's way in in its environment (and OpenCode's process as its host)."""
         assert self.way is not None and self.session is not None
-        payload = self.system.hook_payload(self.entry, self.session.id, **self.session.fields(HOOK_EVENTS[self.entry]),
+        payload = self.system.hook_payload(self.entry, self.session.id, **self.session.fields(hook_event(self.entry)),
                                            **self.way.input_fields())
         env = self.way.watcher_env(str(run.index))
         if self.host is not None:
-            env[OPENCODE_HOST_ENV] = host_token(process.proc(self.host.pid))
+            env.update(self.d.watcher_env(self.host.pid))
         proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload, env=env)
         run.tag = str(proc.pid) if self.way.tag_is_pid else str(run.index)
         return proc
@@ -551,14 +537,14 @@ class EntryTrials:
             delay = self.rng.uniform(0.0, estimate * 1.1)
         else:
             delay = self.rng.uniform(self.base_s * self.scale * 0.8, estimate * 1.05)
-        late = self.batch_size() if self.entry not in ALL_HOOKS and point == RANDOM and self.rng.random() < 0.4 else 0
+        late = self.batch_size() if not self.hook and point == RANDOM and self.rng.random() < 0.4 else 0
         run = self.spawn("trial", delay if point == RANDOM else None, late, point)
-        if self.entry in ALL_HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
+        if self.hook and point == RANDOM:  # keep about three in four killed whatever the load
             self.scale = min(4.0, max(0.25, self.scale * (1.02 if run.killed else 0.94)))
         if self.sessioned and self.rng.random() < self.args.end_share:
             self.end_session()
-        elif self.harness == "opencode" and self.rng.random() < 0.3:
-            self.session_hook(OPENCODE_SESSION_IDLE, "idle")  # the turn ended (the plugin's session.idle)
+        elif getattr(self.d, "IDLE", None) and self.rng.random() < 0.3:
+            self.session_hook(entry_of(self.d.IDLE), "idle")  # the turn ended (OpenCode: the plugin's session.idle)
         return run
 
     def drain(self) -> None:
@@ -597,7 +583,7 @@ class EntryTrials:
             run.ids, run.seen = self.pushed(run)
             return
         text = run.out.read_text(errors="replace") if run.out.exists() else ""
-        if self.entry in ALL_HOOKS and run.kind != "drain":
+        if self.hook and run.kind != "drain":
             try:
                 answer = hook_text(text)
                 run.seen = hook_ids(text, self.expected)
@@ -613,7 +599,7 @@ class EntryTrials:
                 return
             run.ids = run.seen
             if answer is not None and self.session is not None:
-                self.session.record(answer, HOOK_EVENTS[self.entry])
+                self.session.record(answer, hook_event(self.entry))
             return
         events, run.torn = ndjson_events(text)
         run.ids = run.seen = new_ids(e for e in events if e.get("persona") == PERSONA)
@@ -628,7 +614,7 @@ class EntryTrials:
         problems.extend(found)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
-        hooks = self.entry in ALL_HOOKS
+        hooks = self.hook
         if hooks or self.pusher:  # one hand-over a batch: a kill repeats at most one
             max_dup, repeated = self._check_hook_repeats(delivered_at, problems, own_kill=self.pusher)
         else:
@@ -750,7 +736,8 @@ class EntryTrials:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--entry", action="append", choices=(*ENTRY_POINTS, "all"),
+    entry_points = crash_entries()  # now: a harness registered since the import is in
+    parser.add_argument("--entry", action="append", choices=(*entry_points, "all"),
                         help="entry point(s) to kill (repeatable; default all)")
     parser.add_argument("--kills", type=int, default=400,
                         help="SIGKILLs at a random moment per entry point (default 400)")
@@ -780,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.push_kills is None:
         args.push_kills = args.answer_kills
-    entries = list(ENTRY_POINTS) if not args.entry or "all" in args.entry else list(dict.fromkeys(args.entry))
+    entries = list(entry_points) if not args.entry or "all" in args.entry else list(dict.fromkeys(args.entry))
     if args.seed is None:
         args.seed = secrets.randbelow(2**31)
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="kijito-crash-entries-"))
