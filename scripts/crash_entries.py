@@ -4,22 +4,18 @@
     watch                     kijito-pull watch --persona P: NDJSON on stdout, or (every other trial)
                               --events-file, where "took it" is the line fsynced before the state rename
     pi-child                  kijito-pull watch --persona P --ack-stdin, a thread acknowledging each event
-    hook-stop                 kijito-pull hook claude-stop
-    hook-session-start        kijito-pull hook claude-session-start
-    hook-codex-stop           kijito-pull hook codex-stop
-    hook-codex-session-start  kijito-pull hook codex-session-start
-    hook-gemini-session-start, hook-gemini-after-agent   kijito-pull hook gemini-*  (Gemini CLI)
-    hook-copilot-session-start, hook-copilot-stop        kijito-pull hook copilot-* (Copilot CLI)
-    hook-opencode-chat-message  kijito-pull hook opencode-chat-message (OpenCode's plugin, each user message)
-    copilot-watch             kijito-pull hook copilot-watch: Copilot CLI's push watcher, with a stand-in
-                              extension and Copilot (tests/copilotext.py) recording in events.jsonl
-    codex-watch               kijito-pull hook codex-watch: Codex's push watcher, with a stand-in `codex`
-                              on its PATH whose `queue` hands the text to a stand-in Codex session
-                              (tests/codexqueue.py) recording it in the rollout
-    opencode-watch            kijito-pull hook opencode-watch: OpenCode's push watcher, with a stand-in of
-                              the session's server (tests/opencodeserver.py: prompt_async, the messages)
-                              recording in the store `opencode export` prints; the watcher's host is the
-                              session's OpenCode process (tests/sessionhost.py)
+    hook-NAME                 kijito-pull hook NAME, for every hook a registered harness's descriptor lists
+                              as an entry point (`ENTRY_HOOKS` in kijito_pull/harnesses/<name>/testing.py;
+                              Claude Code's are hook-stop and hook-session-start): Codex, Gemini CLI,
+                              Copilot CLI, OpenCode's plugin call, Kimi Code CLI, Qwen Code, ... A harness
+                              registered before main() runs (a test's toy) is in with no edit here.
+    NAME-watch                a harness's push watcher (`PUSH_WATCHER`) with the stand-in of its way in
+                              its descriptor names (`WAY_IN`): copilot-watch (a stand-in extension and
+                              Copilot, tests/copilotext.py, recording in events.jsonl), codex-watch (a
+                              stand-in `codex queue` handing the text to a stand-in Codex session,
+                              tests/codexqueue.py), opencode-watch (a stand-in of the session's server,
+                              tests/opencodeserver.py, recording in the store; its host is the session's
+                              OpenCode process, tests/sessionhost.py)
 
 The push watchers' stand-ins (tests/wayin.py) take a push and record it when "the turn takes it": after
 their calibration runs, each push in turn is taken and recorded 0..0.3 s later, recorded late (0.5..2 s:
@@ -38,15 +34,16 @@ fetch, each delivery, each state write. watch and the pi child never exit by the
 of theirs ends in a kill, and in some trials more mail arrives while they run (copilot-watch too).
 
 Every hook runs as its harness runs it: each call has a session id, the input its harness gives and the
-session's record (tests.entrypoints.HarnessSession: Claude's transcript, Codex's rollout, Gemini's
-chats/session-*.jsonl, Copilot's events.jsonl, OpenCode's store behind a stand-in `opencode export`), and
-the harness adds a hook's answer (additionalContext, a Stop/AfterAgent block's reason, OpenCode's text
-part) to the record only when the hook completed (exit 0); a killed hook's output is dropped. Besides the
+session's record (tests.entrypoints.HarnessSession, where its descriptor says: Claude's transcript, Codex's
+rollout, Copilot's events.jsonl, OpenCode's store behind a stand-in `opencode export`, Kimi's wire.jsonl,
+...), and the harness adds a hook's answer (additionalContext, a Stop block's reason, OpenCode's text part)
+to the record only when the hook completed (exit 0); a killed hook's output is dropped, and the turn goes
+on (what the harness records then: the descriptor's `turn_lines`, e.g. Qwen's model reply). Besides the
 random kills, --answer-kills trials per hook kill it right after its answer: kill -9 the moment its
 stdout (a pipe, as the harness reads it) holds the answer, or the harness's hook timeout (the hook stalls
 0..--after-answer-ms after its answer, then a SIGKILL at --hook-timeout from its start). After some
-trials the session ends (its SessionEnd hook; OpenCode has none: its session.idle hook runs, then the
-session's OpenCode process, the parent of its hooks (tests/sessionhost.py), exits) and a new one starts;
+trials the session ends (its SessionEnd hook; OpenCode has none: its IDLE hook, session.idle, runs, then
+the session's OpenCode process, the parent of its hooks (tests/sessionhost.py), exits) and a new one starts;
 the last session ends before the drain. OpenCode's session.idle also runs after some turns, as the plugin
 runs it. After the trials, unkilled `--once` runs drain the cursor.
 
@@ -596,10 +593,14 @@ class EntryTrials:
             run.answered = answer is not None
             if run.returncode != 0:
                 run.ids = []  # killed: the harness never read it
+                if self.session is not None:
+                    self.session.turn(hook_event(self.entry))  # but its turn goes on without it
                 return
             run.ids = run.seen
-            if answer is not None and self.session is not None:
-                self.session.record(answer, hook_event(self.entry))
+            if self.session is not None:
+                if answer is not None:
+                    self.session.record(answer, hook_event(self.entry))
+                self.session.turn(hook_event(self.entry))
             return
         events, run.torn = ndjson_events(text)
         run.ids = run.seen = new_ids(e for e in events if e.get("persona") == PERSONA)

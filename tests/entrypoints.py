@@ -311,8 +311,9 @@ class HarnessSession:
     harness adds a hook's answer only once the hook completed; a killed hook's output is dropped, never
     recorded (../shared/harness-notes.md, docs/<harness>.md). The hooks confirm their hand-overs by finding
     the messages' markers in it. Where the record is, how it starts, what a completed hook's answer adds to
-    it and what the hook input says of it: the harness's descriptor (`record_path`, `record_start`,
-    `record_lines`, `record_fields`). A STORE harness's record is a store rewritten whole (OpenCode's: the
+    it, what it records as the turn goes on whatever became of the answer (a killed hook's included) and what
+    the hook input says of it: the harness's descriptor (`record_path`, `record_start`, `record_lines`,
+    `turn_lines`, `record_fields`). A STORE harness's record is a store rewritten whole (OpenCode's: the
     session's messages, as `opencode export <id>` prints it; `prepare` makes what prints it).
 
     A push watcher's text (`pushed`), once the session's turn takes it: `pushed_lines` (Codex's rollout gains
@@ -354,6 +355,12 @@ class HarnessSession:
             self._message(self.d.record_parts(text, event, self.hooks))
             return
         for line in self.d.record_lines(text, event, self.hooks):
+            self._line(line)
+
+    def turn(self, event: str = "") -> None:
+        """What the harness records as the turn goes on after a hook, whether or not it took the hook's answer
+        (descriptor `turn_lines`, e.g. Qwen's model reply; none for most: nothing there confirms a hand-over)."""
+        for line in getattr(self.d, "turn_lines", lambda event, n: [])(event, self.hooks):
             self._line(line)
 
     def pushed(self, text: str) -> None:

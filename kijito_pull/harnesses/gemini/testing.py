@@ -7,8 +7,8 @@ from pathlib import Path
 ENTRY_HOOKS = ("gemini-session-start", "gemini-after-agent")
 SESSION_END = "gemini-session-end"
 RESUMED = ("resume",)
-#: The wake bench's row: "module:function(args) -> dict" (bench/bench_harness_wake.py).
-BENCH = "bench.bench_harness_wake:bench_gemini"
+#: How mail reaches an idle session (None: no way, turn hooks only; bench/bench_harness_wake.py gives it a row).
+PUSH_ROUTE = None
 
 
 def hook_input(event: str, session_id: str) -> dict:

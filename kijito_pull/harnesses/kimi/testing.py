@@ -10,6 +10,7 @@ from pathlib import Path
 
 ENTRY_HOOKS = ("kimi-prompt", "kimi-stop")
 SESSION_END = "kimi-session-end"
+PUSH_ROUTE = None  # no route into a running session (measured on 2.1.0): a wake bench row without figures
 SESSION_ID = "session_{}"  # Kimi's own session ids (kimi/record.py reads no other)
 
 
