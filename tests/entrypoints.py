@@ -138,6 +138,13 @@ NEW_HOOKS = hook_entries(matrix=False)
 ENTRIES = (ONCE, WATCH, SESSION_START, STOP, PI_CHILD, *(h for h in HOOKS if h not in CLAUDE_HOOKS))
 PUSH_WATCHERS = push_watchers()
 COPILOT_WATCH, CODEX_WATCH, OPENCODE_WATCH = "copilot-watch", "codex-watch", "opencode-watch"
+#: Every hook entry of the harnesses registered at import (hand-overs, session ends, idle hooks, push
+#: watchers): its `kijito-pull hook NAME` and its harness event (the functions above see later ones too).
+_ALL = (*hook_entries(), *(e for name, d in described() for e in (session_end_of(name),
+                                                                   getattr(d, "IDLE", None) and entry_of(d.IDLE))
+                           if e), *PUSH_WATCHERS)
+HOOK_NAMES = {e: hook_name(e) for e in _ALL}
+HOOK_EVENTS = {e: hook_event(e) for e in _ALL}
 
 # How the hook text names a message ("Message 2 of 5: id 123, from loom, ...", or in the listing of
 # what did not fit "- Message 7 of 90: id 130, from ..."), and the tail it could not even list.
@@ -344,6 +351,11 @@ class HarnessSession:
                 for line in d.record_start(session_id, interactive):
                     handle.write(json.dumps(line, separators=self.separators) + "\n")
         self.hooks = 0  # hooks run in this session
+
+    @property
+    def binary(self) -> Path:
+        """A STORE harness's stand-in that prints its store (OpenCode's `opencode`; descriptor `stand_in`)."""
+        return self.d.stand_in(self.transcript)
 
     def fields(self, event: str = "") -> dict[str, Any]:
         """What the harness's hook input says of the record."""

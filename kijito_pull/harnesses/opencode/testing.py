@@ -28,9 +28,13 @@ def record_path(directory: Path, home: Path, project: Path, session_id: str) -> 
     return directory / f"{session_id}.json"
 
 
-def prepare(record: Path) -> None:
+def stand_in(record: Path) -> Path:
     """The stand-in `opencode` whose `export <id>` prints the store."""
-    binary = record.parent / "bin" / "opencode"
+    return record.parent / "bin" / "opencode"
+
+
+def prepare(record: Path) -> None:
+    binary = stand_in(record)
     binary.parent.mkdir(exist_ok=True)
     if not binary.exists():
         binary.write_text(f'#!/bin/sh\n[ "$1" = export ] && exec cat "{record.parent}/$2.json"\n')
@@ -47,7 +51,7 @@ def pushed_parts(text: str) -> list[dict]:
 
 
 def record_fields(record: Path, event: str) -> dict:
-    return {"opencode": str(record.parent / "bin" / "opencode")}
+    return {"opencode": str(stand_in(record))}
 
 
 def watcher_env(host_pid: int) -> dict:
