@@ -21,6 +21,13 @@ run), with NDJSON on a stdout pipe that a reader thread timestamps line by line 
     counted by path and scaled to one minute. Target: flat in the persona count (one long-poll per hold).
 (3) Peak memory: VmHWM from /proc/<pid>/status at the end of the idle window, and ru_maxrss from
     wait4() after the tool exits. Target (1,000 personas) <= 60 MiB.
+(4) Idle cost: in the same idle window, CPU time and times scheduled in (wake-ups) of every thread
+    (/proc/<pid>/task/*/schedstat), scaled to a minute, printed side by side with the wake p50 (issue 28:
+    idle CPU no worse than the reference's with 1 and 1,000 personas, wake latency unchanged or better).
+    `--before-exe PATH` adds kijito-pull at another commit as a third tool, for a before / after in one run:
+    e.g. a shell script `PYTHONPATH=DIR exec .venv/bin/python -P -m kijito_pull "$@"` over
+    `git archive COMMIT kijito_pull | tar -x -C DIR` (-P: else `-m` puts the working directory, this
+    checkout, first on sys.path, and the "before" tool silently runs today's code).
 
     .venv/bin/python bench/bench_watch.py                     # full run (100 messages, 60 s windows)
     .venv/bin/python bench/bench_watch.py --quick             # 20 messages, 20 s windows (scaled to /min)
@@ -29,6 +36,9 @@ run), with NDJSON on a stdout pipe that a reader thread timestamps line by line 
                                    # the side-by-side ratio: the tools alternate, order flipped each round
     .venv/bin/python bench/bench_watch.py --only latency --server plain --messages 40 --strace /tmp/tr
                                    # what each tool does per wake: requests, syscalls, thread hops
+    .venv/bin/python bench/bench_watch.py --server plain --sizes 1,1000 --messages 40 --rounds 2 \
+        --before-exe /tmp/kp-before --before-label 6437a94
+                                   # idle cost and wake p50 side by side, with kijito-pull at 6437a94 too
 
 Requests per wake are counted by the server; with `--strace DIR` each latency run is also traced
 (`strace -f`, attached after arming, detached before the tool stops; bench/stracewake.py reads it):
@@ -115,6 +125,17 @@ class Ours(Tool):
     def env(self, api_base, tmp):
         return {**super().env(api_base, tmp), "KIJITO_PULL_STATE_DIR": str(tmp / "state"),
                 "KIJITO_PULL_CONFIG": os.devnull}
+
+
+class Before(Ours):
+    """kijito-pull at another commit (`--before-exe`: e.g. a wrapper running `python -m kijito_pull` from a
+    worktree of that commit), so a change is measured beside the code it replaces in the same run."""
+
+    key = "before"
+
+    def __init__(self, exe: str, label: str):
+        super().__init__(exe)
+        self.label = label
 
 
 class Reference(Tool):
@@ -358,10 +379,10 @@ def bench_idle(tool: Tool, personas: int, window: float, settle: float, server: 
             startup = sb.requests
             startup_kinds = dict(p.kinds())
             sb.clear_requests()
-            cpu0 = p.cpu_seconds()
+            cpu0, sched0 = p.cpu_seconds(), p.schedstat()
             time.sleep(window)
             log = sb.requests
-            cpu1 = p.cpu_seconds()
+            cpu1, sched1 = p.cpu_seconds(), p.schedstat()
             mem = p.status()
             idle_kinds = p.kinds() - collections.Counter(startup_kinds)
         finally:
@@ -376,6 +397,10 @@ def bench_idle(tool: Tool, personas: int, window: float, settle: float, server: 
                 "held_at_end": sum(1 for r in log if r["status"] is None),
                 "idle_notify_queries": [r["query"] for r in log if r["path"] == "/api/notify/pending"],
                 "cpu_seconds_per_minute": None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) * scale,
+                # schedstat: ns on a CPU and times scheduled in, every thread (the clock ticks above round
+                # an idle minute's few milliseconds to 0 or 10 ms)
+                "cpu_ms_per_minute": (sched1[0] - sched0[0]) / 1e6 * scale,
+                "wakeups_per_minute": (sched1[1] - sched0[1]) * scale,
                 "vm_hwm_kib": mem.get("VmHWM"), "vm_rss_kib": mem.get("VmRSS"),
                 "maxrss_kib": p.rusage.ru_maxrss if p.rusage else None,
                 "startup_kinds": startup_kinds, "idle_kinds": dict(idle_kinds),
@@ -435,27 +460,29 @@ def report_latency(results: list[dict], tools: dict[str, Tool], gaps: list[float
     print("\nThe gap is the pause between reading one message's event line and sending the next. Requests are "
           "those that arrived from the first send to 0.2 s after the last `new` line (the next hold included); CPU is "
           "the tool's, all threads, over the same window (/proc/<pid>/task/*/schedstat).")
-    if "ours" in tools and "ref" in tools:
+    for other in ("ref", "before"):
+        if "ours" not in tools or other not in tools:
+            continue
         rounds = sorted({r.get("round", 0) for r in results})
         ratios = []
         for k in rounds:
             pair = {r["tool"]: r for r in results if r.get("round", 0) == k}
-            if pair.get("ours", {}).get("p50") and pair.get("ref", {}).get("p50"):
-                ratios.append(pair["ours"]["p50"] / pair["ref"]["p50"])
-        pooled = {key: [x for r in results if r["tool"] == key for x in r["latencies"]] for key in ("ours", "ref")}
-        if ratios and pooled["ours"] and pooled["ref"]:
-            p_ours, p_ref = percentile(pooled["ours"], 0.5), percentile(pooled["ref"], 0.5)
-            print(f"\np50 ratio ours / reference: per round {', '.join(f'{x:.2f}x' for x in ratios)}; pooled "
-                  f"over {len(rounds)} round(s) {ms(p_ours)} / {ms(p_ref)} = **{p_ours / p_ref:.2f}x**")
+            if pair.get("ours", {}).get("p50") and pair.get(other, {}).get("p50"):
+                ratios.append(pair["ours"]["p50"] / pair[other]["p50"])
+        pooled = {key: [x for r in results if r["tool"] == key for x in r["latencies"]] for key in ("ours", other)}
+        if ratios and pooled["ours"] and pooled[other]:
+            p_ours, p_other = percentile(pooled["ours"], 0.5), percentile(pooled[other], 0.5)
+            print(f"\np50 ratio ours / {tools[other].label}: per round {', '.join(f'{x:.2f}x' for x in ratios)}; "
+                  f"pooled over {len(rounds)} round(s) {ms(p_ours)} / {ms(p_other)} = **{p_ours / p_other:.2f}x**")
 
 
 def report_idle(results: list[dict], tools: dict[str, Tool]) -> None:
     window = results[0]["window"]
     scaled = "" if window == 60 else f", counted over {window:g} s and scaled x{60 / window:g} to per minute"
     print(f"\n### Requests per idle minute, all-personas mode{scaled}\n")
-    print("| tool | personas | notify/pending | inbox | personas | other | total / min | CPU s / min | "
-          "time to arm | startup requests | target: flat |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| tool | personas | notify/pending | inbox | personas | other | total / min | CPU ms / min | "
+          "times scheduled in / min | time to arm | startup requests | target: flat |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in tools:
         rows = [r for r in results if r["tool"] == key]
         # One long-poll per 50 s hold and nothing else: at most ceil(window / 50) arrivals in the window.
@@ -466,11 +493,37 @@ def report_idle(results: list[dict], tools: dict[str, Tool]) -> None:
         for j, r in enumerate(rows):
             pm = r["per_minute"]
             other = sum(v for k, v in pm.items() if k not in ("/api/notify/pending", "/api/inbox", "/api/personas"))
-            cpu = "-" if r["cpu_seconds_per_minute"] is None else f"{r['cpu_seconds_per_minute']:.2f}"
             print(f"| {tools[key].label} | {r['personas']:,} | {pm.get('/api/notify/pending', 0):g} | "
                   f"{pm.get('/api/inbox', 0):g} | {pm.get('/api/personas', 0):g} | {other:g} | "
-                  f"{r['per_minute_total']:g} | {cpu} | {r['arm_seconds']:.1f} s | "
+                  f"{r['per_minute_total']:g} | {r['cpu_ms_per_minute']:.1f} | {r['wakeups_per_minute']:.0f} | "
+                  f"{r['arm_seconds']:.1f} s | "
                   f"{sum(r['startup_requests'].values())} | {verdict(flat) if j == len(rows) - 1 else ''} |")
+
+
+def report_side_by_side(lat: list[dict], idle: list[dict], tools: dict[str, Tool]) -> None:
+    """Issue 28's comparison in one table: idle CPU and wake-ups per minute at each size, and wake p50."""
+    if not lat or not idle:
+        return
+    sizes = sorted({r["personas"] for r in idle})
+    print("\n### Idle cost and wake latency, side by side (one run)\n")
+    head = " | ".join(f"idle CPU ms / min, {n:,} | times scheduled in / min, {n:,}" for n in sizes)
+    print(f"| tool | {head} | wake p50 (pooled) |")
+    print("|---|" + "---|" * (2 * len(sizes) + 1))
+    by: dict[str, dict[int, dict]] = {k: {r["personas"]: r for r in idle if r["tool"] == k} for k in tools}
+    p50 = {k: percentile([x for r in lat if r["tool"] == k for x in r["latencies"]], 0.5) for k in tools
+           if any(r["tool"] == k and r["latencies"] for r in lat)}
+    for key, tool in tools.items():
+        cells = " | ".join(f"{by[key][n]['cpu_ms_per_minute']:.1f} | {by[key][n]['wakeups_per_minute']:.0f}"
+                           if n in by[key] else "- | -" for n in sizes)
+        print(f"| {tool.label} | {cells} | {ms(p50.get(key))} |")
+    if "ours" in tools and "ref" in tools:
+        worse = [n for n in sizes if n in by["ours"] and n in by["ref"]
+                 and by["ours"][n]["cpu_ms_per_minute"] > by["ref"][n]["cpu_ms_per_minute"]]
+        ratio = p50["ours"] / p50["ref"] if p50.get("ours") and p50.get("ref") else None
+        print(f"\nIdle CPU no worse than the reference's at every size: {verdict(not worse)}"
+              f"{f' (worse at {worse})' if worse else ''}; wake p50 ours / reference: "
+              f"{'-' if ratio is None else f'{ratio:.2f}x'}. CPU and times scheduled in are "
+              f"/proc/<pid>/task/*/schedstat over the idle window, every thread, scaled to a minute.")
 
 
 def report_memory(results: list[dict], tools: dict[str, Tool]) -> None:
@@ -521,6 +574,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ours-exe", default=str(REPO / ".venv" / "bin" / "kijito-pull"))
     parser.add_argument("--ref-exe", default=str(REFERENCE_EXE),
                         help="the reference's console script (default: where scripts/install-reference puts it)")
+    parser.add_argument("--before-exe", metavar="PATH",
+                        help="also run kijito-pull from another commit (an executable taking kijito-pull's "
+                             "arguments), as a third tool")
+    parser.add_argument("--before-label", default="the base commit", metavar="TEXT",
+                        help="how the tables name --before-exe's commit")
     parser.add_argument("--server", choices=("sandbox", "plain"), default="sandbox",
                         help="the fake server both tools talk to: sandbox (kijito_pull/sandbox, default) or "
                              "plain (bench/plainserver.py: bare and in-memory, so the clients are measured)")
@@ -536,6 +594,10 @@ def main(argv: list[str] | None = None) -> int:
     window = args.idle_seconds or (20.0 if args.quick else 60.0)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     available = {"ours": Ours(args.ours_exe), "ref": Reference(args.ref_exe)}
+    if args.before_exe:
+        available["before"] = Before(args.before_exe, f"kijito-pull watch at {args.before_label}")
+        if "before" not in args.tools.split(","):
+            args.tools += ",before"
     tools = {k: available[k] for k in args.tools.split(",") if k}
     for tool in tools.values():
         if not Path(tool.exe).exists():
@@ -576,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
         idle.sort(key=lambda r: (list(tools).index(r["tool"]), r["personas"]))
         report_idle(idle, tools)
         report_memory(idle, tools)
+        report_side_by_side(lat, idle, tools)
     report_behaviour(lat, idle, tools)
     if args.json:
         Path(args.json).write_text(json.dumps({"latency": lat, "idle": idle, "gaps": gaps}, indent=1))

@@ -43,11 +43,11 @@ from kijito_pull.context import Context
 from kijito_pull.core import config, process
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.models import Message
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import BatchSink
-from kijito_pull.core.state import StateError
 
 PLACEHOLDER = "{kijito-mail}"
 EXEC_TTL = 6 * 3600.0  # a run may take hours; a dead exec process releases its hand-over at once anyway
@@ -108,15 +108,15 @@ def run(args: argparse.Namespace, env: Environment) -> int:
             # The hand-over loop records the mail as pending with this process, releases the cursor's lock,
             # runs the command (ExecSink.write) and settles by its exit status.
             report = pull_through(engine, engine.factory, sink, holder=holder)
-        except (ApiError, StateError) as exc:
-            if sink.code is not None:  # the command ran; settling its hand-over failed
+        except SourceFailed as exc:
+            if sink.code is not None:  # the command ran; settling its hand-over failed: its status is ours
                 env.error(f"exec: {persona}: the hand-over could not be settled after the run ({exc}); what the "
                           f"command was handed is claimed back and handed over again")
                 return sink.code
-            env.error(f"exec: {persona}: the inbox could not be read ({exc}); "
-                      + ("running without mail" if args.run_anyway else "not running the command"))
-            if not args.run_anyway:
-                return ExitCode.SOURCE_FAILED
+            if not args.run_anyway:  # the command must not run; cli/main.py says why and exits 1
+                exc.within(f"exec: {persona}: the inbox could not be read", "not running the command")
+                raise
+            env.error(f"exec: {persona}: the inbox could not be read ({exc}); running without mail")
             report = None
         finally:
             done.set()
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
         before = set(sink.offered)  # unseen before the run
         try:
             waiting = engine.unseen(exclude=ids)  # not what it was just handed
-        except (ApiError, StateError) as exc:
+        except SourceFailed as exc:  # the run is over: its status stands, the check is only a note
             env.error(f"exec: {persona}: the inbox could not be checked after the run ({exc})")
             return code
         left = [i for i in waiting if i in before]
@@ -184,7 +184,7 @@ def _keep_holding(engine, holder: Holder, done: threading.Event, env: Environmen
     while not done.wait(period):
         try:
             due = engine.renew(holder)
-        except (ApiError, StateError) as exc:
+        except SourceFailed as exc:
             if not said:
                 env.error(f"exec: the hold on the mail could not be renewed ({exc}); trying again")
                 said = True

@@ -1,46 +1,34 @@
-"""`watch`, `status` and `parked` for a Redis source (`--source redis://...`, docs/fleets.md): what Redis itself
-says of each persona's stream (its groups' lag, pending entries and their holders; the dead-letter
-stream), read through sources.redis_streams. Nothing changes, but for `parked --retry ID`, which gives one
-parked message back to its group (RedisSource.retry_parked); Kijito is sent nothing."""
+"""`status` and `parked` for a Redis source (`--source redis://...`, docs/fleets.md): what Redis itself says of
+each persona's stream (its groups' lag, pending entries and their holders; the dead-letter stream), read
+through sources.redis_streams. Nothing changes, but for `parked --retry ID`, which gives one parked message
+back to its group (RedisSource.retry_parked); Kijito is sent nothing. (`watch --source` is the one watch
+loop, watch/loop.py, wired in cli/watch_cmd.py.)"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import queue
-import threading
-import time
 from typing import Any
 
 from kijito_pull.context import Context, Settings
-from kijito_pull.core import metrics, overview
-from kijito_pull.core.delivery import pull_through
+from kijito_pull.core import errors, overview
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
-from kijito_pull.core.sink import CLOSED, Sink
-from kijito_pull.sources import redis_streams, redis_wake
-
-WAKE_SLICE = 1.0  # seconds one XREAD BLOCK waits at most, so SIGTERM and the sink's queue are seen soon
+from kijito_pull.sources import redis_streams
 
 
-def _each_persona(settings: Settings, env: Environment, rows_of) -> list[dict[str, Any]] | None:  # noqa: ANN001
+def _each_persona(settings: Settings, rows_of) -> list[dict[str, Any]]:  # noqa: ANN001
     rows: list[dict[str, Any]] = []
     with Context(settings) as ctx:
         for persona in settings.personas:
-            try:
+            with errors.about(persona):
                 rows += rows_of(persona, ctx.redis_source(persona))
-            except ApiError as exc:
-                env.error(f"{persona}: {exc}")
-                return None
     return rows
 
 
 def status(args: argparse.Namespace, env: Environment, settings: Settings) -> ExitCode:
     """Each group of each persona's stream: lag (entries not yet read by the group), pending entries, holders."""
-    rows = _each_persona(settings, env, overview.group_rows)  # the dashboard's rows too
-    if rows is None:
-        return ExitCode.SOURCE_FAILED
+    rows = _each_persona(settings, overview.group_rows)  # the dashboard's rows too
     if args.consumer:
         rows = [r for r in rows if r["group"] == args.consumer]
     for row in rows:
@@ -59,12 +47,10 @@ def parked(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
     """The group's parked mail (the dead-letter stream); `--retry ID` gives it back to that one group."""
     if args.retry is not None:
         return _retry(args, env, settings)
-    rows = _each_persona(settings, env, lambda persona, source: [
+    rows = _each_persona(settings, lambda persona, source: [
         {"persona": persona, "source": source.where, "consumer": f["group"], "id": int(f["kid"]),
          "since": f.get("since"), "attempts": int(f.get("attempts", 0)), "reason": f.get("reason", ""),
          "retry": False} for f in source.parked(every_group=not args.consumer)])
-    if rows is None:
-        return ExitCode.SOURCE_FAILED
     for row in rows:
         if args.json:
             env.stdout.write(json.dumps(row) + "\n")
@@ -82,11 +68,8 @@ def _retry(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
     persona, group = settings.personas[0], settings.consumer
     with Context(settings) as ctx:
         source = ctx.redis_source(persona)
-        try:
+        with errors.about(persona, "nothing changed"):
             outcome = source.retry_parked(args.retry)
-        except ApiError as exc:
-            env.error(f"{persona}: {exc}; nothing changed")
-            return ExitCode.SOURCE_FAILED
     if outcome == "not parked":
         env.error(f"message {args.retry} is not parked for {persona} (group {group}) in {source.where}; "
                   f"`kijito-pull parked --source ...` lists what is")
@@ -97,61 +80,4 @@ def _retry(args: argparse.Namespace, env: Environment, settings: Settings) -> Ex
         return ExitCode.SOURCE_FAILED
     env.stdout.write(f"message {args.retry} will be handed over again on the next pull of group {group} "
                      f"({persona} in {source.where})\n")
-    return ExitCode.OK
-
-
-def watch(args: argparse.Namespace, env: Environment, settings: Settings, personas: list[str], sink: Sink,
-          stop: threading.Event, loop: queue.Queue, ops: metrics.Metrics | None = None) -> ExitCode:
-    """`watch --source redis://...`: each persona's group is pulled through `sink`, then the loop sleeps on
-    XREAD BLOCK (the wake) until something is appended, the sink posts to `loop`, or --poll-seconds pass
-    (a sweep: entries given back or claimed back wake nobody). Kijito is sent nothing."""
-    if not personas:
-        env.error("watch --source needs --persona (or --personas): a Redis source has no persona directory")
-        return ExitCode.USAGE
-    content_chars = None if args.no_content else args.content_chars
-    ops = ops if ops is not None else metrics.Metrics("watch", "watch (Redis)", float("inf"))
-    with Context(settings) as ctx:
-        sources = {p: ctx.redis_source(p) for p in personas}
-        for persona, source in sources.items():
-            # `armed` first, as the Kijito watch says it (a controller such as the pi extension waits for it);
-            # the group's position is in Redis, so there is no local cursor to state
-            sink.signal(ctx.factory.signal("armed", persona, cursor=None, redis=source.where,
-                                           consumer=settings.consumer))
-        sweep = 0.0
-        ops.ready()
-        while not stop.is_set():
-            tops = {}
-            try:
-                tops = {p: (s, s.top()) for p, s in sources.items()}
-                for persona, source in sources.items():
-                    ops.pulled(persona, pull_through(source, ctx.factory, sink, content_chars=content_chars,
-                                                     no_content=args.no_content))
-                    if ops.serving:
-                        ops.groups(persona, source.lag())
-                ops.succeeded()
-            except ApiError as exc:
-                ops.failed("redis", exc)
-                env.error(f"{exc}; retried in {args.poll_seconds} s (nothing was acknowledged)")
-                tops = {}
-            sweep = time.monotonic() + args.poll_seconds
-            while not stop.is_set() and time.monotonic() < sweep:
-                try:
-                    item = loop.get_nowait()
-                except queue.Empty:
-                    item = None
-                if item == CLOSED:
-                    stop.set()
-                if item is not None:
-                    break  # PULL_NOW (or CLOSED): pull at once
-                try:
-                    woken = bool(tops) and redis_wake.wait(tops, min(WAKE_SLICE, sweep - time.monotonic()))
-                    if tops:
-                        ops.succeeded()  # Redis answered the wait: the source is up
-                    if woken:
-                        break
-                except ApiError as exc:
-                    ops.failed("redis", exc)
-                    tops = {}
-                if not tops:
-                    stop.wait(WAKE_SLICE)
     return ExitCode.OK

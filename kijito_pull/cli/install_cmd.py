@@ -13,6 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
+from kijito_pull.core import errors
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import registry
@@ -110,16 +111,11 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if not quiet and not args.dry_run and isatty and isatty():
         common.on_run = lambda argv: (env.stderr.write(f"kijito-pull: running {common.shown(argv)} ...\n"),
                                       env.stderr.flush())
-    try:
-        request = _request(harness, args, env)
-        outcome = harness.install(request) if args.action == "install" else harness.uninstall(request)
-        flow.settle_folders(request, outcome)  # the folders the install made: recorded, or removed when empty
-    except common.InstallError as exc:
-        env.error(f"{args.action} {args.target}: {exc}")
-        return exc.code
-    except FileNotFoundError as exc:  # plugin files missing from the installation
-        env.error(f"{args.action} {args.target}: {exc}")
-        return ExitCode.USAGE
+    try:  # an InstallError (its own exit code) or missing plugin files (2): cli/main.py says it
+        with errors.about(f"{args.action} {args.target}"):
+            request = _request(harness, args, env)
+            outcome = harness.install(request) if args.action == "install" else harness.uninstall(request)
+            flow.settle_folders(request, outcome)  # the folders the install made: recorded, or removed when empty
     finally:
         common.on_run = None
         flow.discard_folders()  # a run that failed leaves none of the empty folders it made

@@ -1,4 +1,10 @@
-"""`kijito-pull`: parse arguments, dispatch to one command module, map failures to exit codes."""
+"""`kijito-pull`: parse arguments, dispatch to one command module, and map failures to exit codes.
+
+`main` is the CLI's one error boundary (core/errors.py): a command raises, and never maps. A
+`KijitoPullError` becomes its one line on stderr and its exit code (2 usage or configuration, 1 source
+or hand-over); Ctrl-C is 130; an error nobody anticipated is one line naming the report written under
+the state directory (core/crashreport.py), or, with `--debug` ($KIJITO_PULL_DEBUG=1), its traceback.
+Hooks keep their own boundary (harnesses/hookgate.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +20,13 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from kijito_pull import __version__
-from kijito_pull.core.config import ConfigError
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import KijitoPullError, first_line
 from kijito_pull.core.exitcodes import ExitCode
 
 # Command name -> its module. Only the module of the command being run is imported, so a hook or a
@@ -45,8 +52,9 @@ Keep an AI agent's Kijito inbox live: pull unseen mail once, in order, never ski
 
 EPILOG = """\
 exit codes: 0 success (with or without mail); 1 the source failed or mail could not be handed over
-(nothing is skipped; it is delivered next time); 2 usage or configuration error (no request was sent);
-130 interrupted (Ctrl-C).
+(nothing is skipped; it is delivered next time), or an unexpected error (its report is written under the
+state directory; --debug prints it); 2 usage or configuration error (no request was sent); 130
+interrupted (Ctrl-C).
 
 environment: KIJITOMON_TOKEN (token), KIJITO_BASE (API base), KIJITO_PERSONA (default persona),
 KIJITO_PULL_STATE_DIR (where cursors live).
@@ -89,9 +97,11 @@ def build_parser(env: Environment | None = None, only: str | None = None) -> arg
     nested = _leaves(sub, nested_only=True)
     for name, command in sub.choices.items():
         _add_volume_flags(command, False, requests=name not in NO_REQUESTS)
+        _add_debug_flag(command, False)
     for command in nested:
         # `session stop -q` as well as `session -q stop`; SUPPRESS so the nested default does not undo it
         _add_volume_flags(command, argparse.SUPPRESS, requests=command.prog.split()[1] not in NO_REQUESTS)
+        _add_debug_flag(command, argparse.SUPPRESS)
     return parser
 
 
@@ -119,6 +129,13 @@ def _add_volume_flags(parser: argparse.ArgumentParser, default: object, requests
                            help="also log each HTTP request (method, path, status, time; never the token)")
 
 
+def _add_debug_flag(parser: argparse.ArgumentParser, default: object) -> None:
+    if "--debug" not in parser._option_string_actions:
+        parser.add_argument("--debug", action="store_true", default=default,
+                            help="on an unexpected error, print its traceback (by default it is written to a "
+                                 "report file under the state directory, and one line names it)")
+
+
 def _normalise(argv: list[str]) -> list[str]:
     """`kijito-pull --once ...` is `kijito-pull pull --once ...`."""
     if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
@@ -129,28 +146,66 @@ def _normalise(argv: list[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
     env = env or Environment()
     args_list = _normalise(list(sys.argv[1:] if argv is None else argv))
-    first = args_list[0] if args_list and not args_list[0].startswith("-") else None
-    parser = build_parser(env, only=first if first in COMMANDS else None)
+    args: argparse.Namespace | None = None
     try:
-        args = parser.parse_args(args_list)
-    except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
-    if not getattr(args, "run", None):
-        parser.print_help(env.stdout)
-        return ExitCode.USAGE
-    if getattr(args, "verbose", False):
-        _log_requests_to(env)
-    try:
+        first = args_list[0] if args_list and not args_list[0].startswith("-") else None
+        parser = build_parser(env, only=first if first in COMMANDS else None)
+        try:
+            args = parser.parse_args(args_list)
+        except SystemExit as exc:
+            return int(exc.code) if isinstance(exc.code, int) else ExitCode.USAGE
+        if not getattr(args, "run", None):
+            parser.print_help(env.stdout)
+            return ExitCode.USAGE
+        if getattr(args, "verbose", False):
+            _log_requests_to(env)
         kijito_pull.cli.early.restore_interrupts()  # start-up is over: Ctrl-C is a KeyboardInterrupt again
         return int(args.run(args, env))
-    except ConfigError as exc:
-        env.error(str(exc))
-        return ExitCode.USAGE
+    except KijitoPullError as exc:  # the one boundary: every error the product anticipates
+        env.error(exc.line())
+        return exc.exit_code
     except KeyboardInterrupt:
         env.error("interrupted")
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.SOURCE_FAILED
+    except Exception as exc:  # noqa: BLE001 - nobody anticipated it: one line and a report, no traceback
+        return _unexpected(exc, args, args_list, env)
+
+
+def _unexpected(exc: Exception, args: argparse.Namespace | None, argv: list[str], env: Environment) -> int:
+    """An error no code anticipated: its traceback with --debug, else written to a report (0600, no
+    secret in it) that one line names."""
+    from kijito_pull.core import crashreport
+
+    secrets = _secrets(args, env)
+    what = crashreport.scrub(f"{type(exc).__name__}: {first_line(exc)}", secrets)
+    if getattr(args, "debug", False) or "--debug" in argv or env.environ.get("KIJITO_PULL_DEBUG", "") in ("1", "true"):
+        env.stderr.write(crashreport.scrub("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                                           secrets))
+        env.error(f"unexpected error ({what}); please report it with the traceback above")
+        return ExitCode.SOURCE_FAILED
+    from kijito_pull.core.paths import Paths
+
+    where = crashreport.write(Paths(env.environ), exc, argv, secrets)
+    env.error(f"unexpected error ({what}); {where}; run again with --debug to see the traceback")
+    return ExitCode.SOURCE_FAILED
+
+
+def _secrets(args: argparse.Namespace | None, env: Environment) -> list[str]:
+    """The token and Redis password this command could have seen, so a report never holds them."""
+    from kijito_pull.context import REDIS_PASSWORD_ENV
+    from kijito_pull.core import config
+
+    found = [env.environ.get(config.TOKEN_ENV, ""), env.environ.get(REDIS_PASSWORD_ENV, "")]
+    if args is not None:
+        from kijito_pull.cli import options
+
+        try:
+            found.append(options.settings(args, env).token)
+        except Exception:  # noqa: BLE001 - no token to hide, or none that can be read: nothing to add
+            pass
+    return [s.strip() for s in found if s and s.strip()]
 
 
 def _log_requests_to(env: Environment) -> None:

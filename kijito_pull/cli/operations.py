@@ -9,11 +9,10 @@ import threading
 from typing import Any
 
 from kijito_pull.cli import options
-from kijito_pull.core import metrics
+from kijito_pull.core import errors, metrics
 from kijito_pull.core.config import ConfigError
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 
 
 def add(parser: argparse.ArgumentParser, stale_default: str) -> None:
@@ -61,15 +60,13 @@ def run_watcher(watcher: Any, ops: metrics.Metrics, env: Environment,
                 beside: threading.Thread | None = None) -> ExitCode:
     """The loop of `watch` and `relay`: READY told, `beside` started (the relay's guard), the watch loop
     (watch/loop.py's Watcher) run until its stop, then STOPPING told and `beside` joined. A persona
-    directory that cannot be listed at the start is exit 1 with one line."""
+    directory that cannot be listed at the start is exit 1 with one line (raised: cli/main.py says it)."""
     try:
         ops.ready()
         if beside is not None:
             beside.start()
-        watcher.run()
-    except ApiError as exc:
-        env.error(f"cannot list the account's personas ({exc}); name them with --persona")
-        return ExitCode.SOURCE_FAILED
+        with errors.about("cannot list the account's personas", "name them with --persona"):
+            watcher.run()
     finally:
         watcher.stop.set()
         ops.stopping()

@@ -17,10 +17,13 @@ from typing import Any
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
+from kijito_pull.core import errors
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
+from kijito_pull.core.files import listed
 from kijito_pull.core.paths import Paths
-from kijito_pull.core.state import StateError, StateStore
+from kijito_pull.core.state import StateStore
 
 EPILOG = """\
 examples:
@@ -50,10 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _rows(env: Environment, personas: list[str] | None, consumer: str | None) -> list[dict[str, Any]]:
     directory = Paths(env.environ).cursors_dir
     rows = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+    for path in listed(directory, "*.json"):
         try:
             store = StateStore.existing(path)
-        except StateError:
+        except SourceFailed:  # not a cursor file that can be read: status names it
             continue
         state = store.load().state
         ident = store.identity
@@ -96,7 +99,7 @@ def _retry(args: argparse.Namespace, env: Environment) -> ExitCode:
     settings = options.settings(args, env)
     persona = settings.personas[0]
     store = Context(settings).store(persona)
-    try:
+    with errors.about(persona):
         with store.locked(5.0):
             state = store.load().state
             record = state.parked.get(args.retry) if state is not None else None
@@ -106,9 +109,6 @@ def _retry(args: argparse.Namespace, env: Environment) -> ExitCode:
                 return ExitCode.SOURCE_FAILED
             state.parked[args.retry] = {**record, "retry": True}
             store.save(state)
-    except StateError as exc:
-        env.error(f"{persona}: {exc}")
-        return ExitCode.SOURCE_FAILED
     env.stdout.write(f"message {args.retry} will be handed over again on {persona}'s next pull "
                      f"(consumer {settings.consumer})\n")
     return ExitCode.OK

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
 from kijito_pull.cli import options
 from kijito_pull.cli.progress import WalkProgress
 from kijito_pull.context import Context
 from kijito_pull.core import urgency
-from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import Carry
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.sink import Sink
 from kijito_pull.core.source import MailSource
-from kijito_pull.core.state import StateError
 from kijito_pull.sinks.stdout import NdjsonSink, TextSink
 
 
@@ -55,10 +52,10 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     settings = options.settings(args, env)
     # all checked before a request; a Redis source needs no Kijito connection (it sends Kijito nothing)
     personas, _, _ = settings.personas, settings.consumer, settings.source or settings.connection()
-    worst = ExitCode.OK
+    carry = Carry(env.error)  # one persona's failed source does not keep the others from their mail
     with Context(settings) as ctx:
         # Urgency is Kijito's notify/pending count: a Redis source asks Kijito nothing, so it says none.
-        urgent = None if settings.source else (lambda p, ms: _urgent_among(ctx.client, p, ms))
+        urgent = None if settings.source else (lambda p, ms: urgency.count_among(ctx.client, p, ms))
         sink: Sink = NdjsonSink(env.stdout) if args.json else TextSink(
             env.stdout, None if args.quiet else env.stderr, count_urgent=urgent)
         for persona in personas:
@@ -66,22 +63,16 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
             engine = ctx.engine(persona, max_replay=args.max_replay, page_budget=args.page_budget,
                                 lock_timeout=args.lock_timeout, progress=progress)
             try:
-                worst = max(worst, _pull_one(engine, ctx.factory, sink, env, peek=args.peek))
+                with carry.item(persona, "nothing was acknowledged"):
+                    carry.code = max(carry.code, _pull_one(engine, ctx.factory, sink, env, peek=args.peek))
             finally:
                 progress.done()
-    return worst
+    return carry.code
 
 
 def _pull_one(engine: MailSource, factory: EventFactory, sink: Sink, env: Environment, *, peek: bool) -> ExitCode:
     persona = engine.persona
-    try:
-        report = pull_through(engine, factory, sink, peek=peek)
-    except ApiError as exc:
-        env.error(f"{persona}: {exc}; nothing was acknowledged")
-        return ExitCode.SOURCE_FAILED
-    except StateError as exc:
-        env.error(f"{persona}: {exc}")
-        return ExitCode.SOURCE_FAILED
+    report = pull_through(engine, factory, sink, peek=peek)
     if report.refused is not None:
         env.error(f"{persona}: message {report.refused} could not be handed over; it will be delivered again")
         return ExitCode.SOURCE_FAILED
@@ -92,13 +83,3 @@ def _pull_one(engine: MailSource, factory: EventFactory, sink: Sink, env: Enviro
     for line in engine.remarks(len(report.delivered)):  # what only the source can say (a Redis one: nothing)
         env.error(line)
     return ExitCode.OK
-
-
-def _urgent_among(client: KijitoClient, persona: str, messages: Sequence[Message]) -> int:
-    """At least how many of the mail shown is urgent, from one `notify/pending` answer (rows carry no flag)."""
-    try:
-        counts = client.notify_pending()
-    except ApiError:
-        return 0  # the mail is shown anyway; only the urgency is unknown
-    row = next((c for c in counts.counts if c.persona == persona), None)
-    return urgency.among(messages, row.unread, row.unread_urgent) if row else 0

@@ -25,7 +25,9 @@ from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, refuse_password_in_argv
 from kijito_pull.core import metrics
 from kijito_pull.core.api import KijitoClient
+from kijito_pull.core.config import ConfigError
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.sink import Sink
@@ -86,13 +88,13 @@ class StreamSink(Sink):
         self.tail = tail
         self.ops = ops
         self.appended = 0
-        self.redis_error: ApiError | None = None  # the last ApiError that came from Redis (not from Kijito)
+        self.redis_error: SourceFailed | None = None  # the last failure that came from Redis (not from Kijito)
 
     def via_redis(self, call, *args):  # noqa: ANN001, ANN202
-        """call(*args), noting that an ApiError it raised came from Redis."""
+        """call(*args), noting that a failure it raised (an ApiError) came from Redis."""
         try:
             return call(*args)
-        except ApiError as exc:
+        except SourceFailed as exc:
             self.redis_error = exc
             raise
 
@@ -122,7 +124,7 @@ class StreamSink(Sink):
                     continue
                 self.via_redis(self.appender.append, persona, message)
                 self.tail.held(persona, kid)
-        except ApiError:
+        except SourceFailed:  # looked at again at the next check
             self.tail.recheck(persona, lost)
             raise
 
@@ -136,13 +138,10 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     stop = threading.Event()
     with StopSignals(stop):  # first: a stop during the connect below is a clean stop too
         try:
-            client = redis_streams.connect(settings.redis_url(redis_streams.check_url(args.redis)))
+            url = redis_streams.check_url(args.redis)
         except ValueError as exc:
-            env.error(str(exc))
-            return ExitCode.USAGE
-        except ApiError as exc:
-            env.error(str(exc))
-            return ExitCode.SOURCE_FAILED
+            raise ConfigError(str(exc)) from None
+        client = redis_streams.connect(settings.redis_url(url))  # MissingExtra without the redis package
         try:
             return _relay(args, env, settings, client, stop)
         finally:
@@ -156,11 +155,11 @@ def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: t
     try:
         with redis_streams.failures(where):
             client.ping()
-    except ApiError as exc:
+    except SourceFailed as exc:
         if stop.is_set():
-            return ExitCode.OK
-        env.error(f"{exc}; nothing was relayed")
-        return ExitCode.SOURCE_FAILED
+            return ExitCode.OK  # stopped while Redis was being reached: a clean stop
+        exc.within(outcome="nothing was relayed")
+        raise
     ops = operations.start(args, env, "relay", f"relay to {where}", max(180.0, 5 * args.interval))
     sink = StreamSink(redis_streams.Appender(client, where), TailCheck(client, where, args.interval), ops)
     with Context(settings) as ctx:
@@ -185,7 +184,7 @@ def _guard(watcher: Watcher, sink: StreamSink, client, ctx: Context, where: str,
     while not watcher.stop.wait(interval):
         try:
             lost = sink.via_redis(sink.tail.lost)
-        except ApiError as exc:  # one line a check, however many personas
+        except SourceFailed as exc:  # one line a check, however many personas; checked again
             watcher.ops.failed(sink.blames(exc), exc)
             env.error(f"{exc}; checked again in {interval:g} s (nothing passed that Redis lacks)")
             continue
@@ -196,7 +195,7 @@ def _guard(watcher: Watcher, sink: StreamSink, client, ctx: Context, where: str,
             try:
                 with watcher.busy:  # the loop appends only under this lock too
                     sink.recover(persona, kids, ctx.client, env)
-            except ApiError as exc:
+            except SourceFailed as exc:
                 healthy = False
                 watcher.ops.failed(sink.blames(exc), exc)
                 env.error(f"{persona}: {exc}; tried again in {interval:g} s (nothing passed that Redis lacks)")
@@ -208,7 +207,7 @@ def _guard(watcher: Watcher, sink: StreamSink, client, ctx: Context, where: str,
                     if watcher.stop.is_set():
                         return
                     watcher.ops.groups(persona, sink.via_redis(_groups, client, ctx, persona, where))
-            except ApiError as exc:
+            except SourceFailed as exc:
                 healthy = False
                 watcher.ops.failed(sink.blames(exc), exc)
                 env.error(f"{exc}; the group metrics are read again in {interval:g} s")

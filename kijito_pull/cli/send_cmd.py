@@ -18,10 +18,9 @@ from typing import Any
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
-from kijito_pull.core import config, journey
+from kijito_pull.core import config, errors, journey
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 
 MAX_CONTENT_BYTES = 1024 * 1024
 DEFAULT_WAIT = 300.0
@@ -91,11 +90,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         settings.source  # noqa: B018 - a wrong --source is a usage error before anything is sent
         settings.consumer  # noqa: B018
     with Context(settings) as ctx:
-        try:
+        with errors.about("send failed", "it was not retried, so it was sent at most once"):
             result = ctx.client.send(args.to, text, sender=args.sender, urgent=args.urgent)
-        except ApiError as exc:
-            env.error(f"send failed: {exc} (it was not retried, so it was sent at most once)")
-            return ExitCode.SOURCE_FAILED
         if wait_for is None:
             if args.json:
                 env.stdout.write(json.dumps({"id": result.id, "to": result.to}) + "\n")

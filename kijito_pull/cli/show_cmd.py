@@ -7,10 +7,9 @@ import json
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
-from kijito_pull.core import render
+from kijito_pull.core import errors, render
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,11 +29,9 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     ctx = Context(settings)
     client = ctx.client
     try:
-        # The newest row older than ID+1 is ID itself, if ID is in this inbox: one request, no walk.
-        page = client.inbox(persona, before_id=args.id + 1, limit=1)
-    except ApiError as exc:
-        env.error(f"{persona}: {exc}")
-        return ExitCode.SOURCE_FAILED
+        with errors.about(persona):
+            # The newest row older than ID+1 is ID itself, if ID is in this inbox: one request, no walk.
+            page = client.inbox(persona, before_id=args.id + 1, limit=1)
     finally:
         ctx.close()
     message = next((m for m in page.messages if m.id == args.id), None)

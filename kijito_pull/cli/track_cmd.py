@@ -13,11 +13,10 @@ import json
 
 from kijito_pull.cli import options
 from kijito_pull.context import Context
-from kijito_pull.core import journey
-from kijito_pull.core.config import ConfigError
+from kijito_pull.core import config, journey
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 
 EPILOG = """\
 states, least to furthest: unread (at Kijito), waiting (a cursor here has not reached it), taken (a
@@ -94,7 +93,7 @@ class Tracker:
                 if not source.client.exists(stream_key(self.persona)):
                     return []
                 return [g["name"] for g in source.client.xinfo_groups(stream_key(self.persona))]
-        except ApiError:
+        except SourceFailed:
             return []  # Redis is down: no group is known (the journey's own step says why)
 
     def gather(self, kijito: bool = True) -> journey.Journey:
@@ -105,7 +104,7 @@ class Tracker:
         if kijito:
             try:
                 found.steps.append(journey.at_kijito(self.ctx.client, self.persona, self.ident))
-            except ApiError as exc:
+            except SourceFailed as exc:  # a step that says so
                 self.problem = f"Kijito could not be asked ({exc})"
                 found.steps.append(journey.Step(journey.KIJITO, "unknown", self.problem))
         found.steps.extend(journey.on_this_machine(self._cursors(), self.ident))
@@ -116,7 +115,7 @@ class Tracker:
             try:
                 found.steps.extend(redis_journey.steps(source.client, self.persona, self.ident,
                                                        group=self.consumer, where=source.where))
-            except ApiError as exc:
+            except SourceFailed as exc:  # a step that says so
                 self.problem = f"Redis could not be asked ({exc})"
                 found.steps.append(journey.Step(journey.REDIS, "unknown", self.problem))
         return found
@@ -140,13 +139,11 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         settings.consumer  # noqa: B018 - validates --consumer
     with Context(settings) as ctx:
         tracker = Tracker(ctx, persona, args.id, consumer=args.consumer)
-        try:
-            settings.token  # noqa: B018 - with a Redis source Kijito is asked only when a token is there
-            ask_kijito = True
-        except ConfigError:
-            if settings.source is None:
-                raise
-            ask_kijito = False
+        # With a Redis source Kijito is asked only when a token is given; one that is given must be good.
+        ask_kijito = settings.source is None or bool(
+            args.token_file or env.environ.get(config.TOKEN_ENV, "").strip() or settings.file.get("token_file"))
+        if ask_kijito:
+            settings.token  # noqa: B018 - checked before any request (ConfigError: exit 2)
         found = tracker.gather(kijito=ask_kijito)
         found.receipts = tracker.receipts()
     env.stdout.write(json.dumps(found.as_json()) + "\n" if args.json else text(found))

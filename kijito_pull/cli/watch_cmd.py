@@ -12,19 +12,19 @@ from pathlib import Path
 from kijito_pull.cli import operations, options
 from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, Settings
-from kijito_pull.core import config, process
+from kijito_pull.core import config, errors, metrics, process
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.engine import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_REPLAY, DEFAULT_PAGE_BUDGET, Engine
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import Sink
-from kijito_pull.core.state import CursorState, StateError
+from kijito_pull.core.state import CursorState
 from kijito_pull.harnesses.session.optin import INTERRUPT_POLICIES
 from kijito_pull.sinks.stdout import NdjsonSink
-from kijito_pull.watch.loop import Watcher, WatchOptions
+from kijito_pull.watch.loop import SourceWake, Watcher, WatchOptions
 
 EXAMPLES = """\
 examples:
@@ -52,11 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_consumer(p)
     options.add_on_reset(p)
     options.add_max_attempts(p)
-    options.add_source(p)  # with it: the personas' Redis streams, woken by XREAD BLOCK (cli/fleet.py)
+    options.add_source(p)  # with it: the personas' Redis streams, woken by XREAD BLOCK (watch_source)
 
     poll = p.add_argument_group("polling")
     poll.add_argument("--wait", type=options.non_negative_int, default=50, metavar="SECONDS",
-                      help="long-poll hold asked of notify/pending (default 50; 0 = interval polling)")
+                      help="long-poll hold asked of notify/pending (default 50; 0 = interval polling); with "
+                           "--source, how long one XREAD BLOCK holds (1 at least)")
     poll.add_argument("--poll-seconds", type=_positive_int, default=60, metavar="SECONDS",
                       help="interval when the server does not long-poll (default 60)")
     poll.add_argument("--resync-every", type=_positive_int, default=10, metavar="N",
@@ -188,17 +189,12 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     sink = build_sink(args, env, loop)
     stale_after = max(180.0, 3.0 * args.poll_seconds)
     if settings.source is not None:
-        from kijito_pull.cli import fleet
-
         stop = threading.Event()
         with StopSignals(stop, _hangups(sink)):
-            ops = None if args.self_test else operations.start(args, env, "watch", "watch (Redis)", stale_after)
+            ops = (metrics.Metrics("watch", "watch (Redis)", float("inf")) if args.self_test
+                   else operations.start(args, env, "watch", "watch (Redis)", stale_after))
             own = Settings(env.environ, replace(options.flags(args), personas=tuple(personas)))
-            try:
-                return fleet.watch(args, env, own, personas, sink, stop, loop, ops)
-            finally:
-                if ops is not None:
-                    ops.stopping()
+            return watch_source(args, env, own, personas, sink, stop, loop, ops)
     ctx = Context(settings)
     client, notify_client, factory = ctx.client, ctx.new_client(), ctx.factory
 
@@ -208,11 +204,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
 
     if args.self_test:
         if all_personas and not personas:
-            try:
+            with errors.about("self-test: cannot list the account's personas"):
                 personas = [p.persona for p in client.personas()]
-            except ApiError as exc:
-                env.error(f"self-test: cannot list the account's personas ({exc})")
-                return ExitCode.SOURCE_FAILED
         return self_test(client, personas, sink, factory, env)
 
     stop = threading.Event()
@@ -230,11 +223,8 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
                           errors=env.stderr, ops=ops)
         if args.seed_at is not None:
             for target in watcher.targets.values():
-                try:
+                with errors.about(f"{target.name}: cannot seed the cursor"):
                     seed(target.engine, args.seed_at, watcher)
-                except (ApiError, StateError) as exc:
-                    env.error(f"{target.name}: cannot seed the cursor: {exc}")
-                    return ExitCode.SOURCE_FAILED
         code = operations.run_watcher(watcher, ops, env)
         if code != ExitCode.OK:
             return code
@@ -243,6 +233,44 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         env.error("interrupted")
         return ExitCode.INTERRUPTED
     return ExitCode.OK
+
+
+def watch_source(args: argparse.Namespace, env: Environment, settings: Settings, personas: list[str], sink: Sink,
+                 stop: threading.Event, loop: queue.Queue, ops: metrics.Metrics) -> ExitCode:
+    """`watch --source redis://...`: the watch loop (watch/loop.py) over each persona's consumer group, woken
+    by their streams' wake (sources/redis_wake.py: one XREAD BLOCK over them all, on a connection of its
+    own) and sweeping every --poll-seconds (entries given back or claimed back wake nobody). Kijito is sent
+    nothing (docs/fleets.md)."""
+    if not personas:
+        env.error("watch --source needs --persona (or --personas): a Redis source has no persona directory")
+        return ExitCode.USAGE
+    from kijito_pull.sources import redis_streams, redis_wake
+
+    # The hold is --wait (1 s at least), and within --stale-after, so the idle loop's answers keep the
+    # health and systemd's watchdog fed.
+    hold = max(1.0, min(float(args.wait), ops.stale_after / 2))
+    with Context(settings) as ctx:
+        sources = {p: ctx.redis_source(p) for p in personas}
+        first = sources[personas[0]]
+        waker = redis_streams.connect(settings.redis_url(settings.source), timeout=hold + 5)
+        try:
+            wake = redis_wake.several(sources.values(), hold, waker)
+
+            def after_pull(persona: str, source: redis_streams.RedisSource) -> None:
+                if ops.serving:
+                    ops.groups(persona, source.lag())
+
+            watcher = Watcher(
+                client=None, notify_client=None, make_engine=sources.__getitem__, sink=sink, factory=ctx.factory,
+                personas=personas, stop=stop, loop=loop, errors=env.stderr, ops=ops,
+                options=WatchOptions(consumer=settings.consumer, poll_seconds=args.poll_seconds,
+                                     heartbeat=args.heartbeat, stranded_alerts=False, urgent_alerts=False,
+                                     content_chars=None if args.no_content else args.content_chars,
+                                     no_content=args.no_content),
+                source_wake=SourceWake(wake, "redis", {"redis": first.where}, after_pull))
+            return operations.run_watcher(watcher, ops, env)
+        finally:
+            waker.close()
 
 
 def seed(engine: Engine, seed_at: int, watcher: Watcher) -> None:
@@ -260,13 +288,13 @@ def self_test(client: KijitoClient, personas: list[str], sink: Sink, factory: Ev
     failures = []
     try:
         client.notify_pending()
-    except ApiError as exc:
-        if exc.status != 404:
+    except SourceFailed as exc:  # each probe's failure is listed; the others are still tried
+        if getattr(exc, "status", None) != 404:
             failures.append(f"notify/pending: {exc}")
     for persona in personas:
         try:
             client.inbox(persona, limit=1)
-        except ApiError as exc:
+        except SourceFailed as exc:
             failures.append(f"{persona}: {exc}")
     event = factory.signal("heartbeat", personas[0] if personas else "*", self_test=True,
                            api_base=client.api_base)

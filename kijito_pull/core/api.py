@@ -2,12 +2,15 @@
 tenacity for transient retries, strict parsing.
 
 Every envelope is parsed into a typed result or raises `ApiError`. Nothing malformed ever turns into
-"no mail": an answer we cannot read is a failure of the source, and the engine fails closed on it.
+"no mail": an answer we cannot read is a failure of the source, and the engine fails closed on it. A
+rejected token and a failed connection name the API base they tried, and their `fix` the doctor (and,
+for a loopback base that refuses connections, the sandbox, whose port changes on restart).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import time
@@ -19,6 +22,7 @@ import tenacity
 import urllib3
 
 from kijito_pull import __version__
+from kijito_pull.core.errors import DOCTOR
 from kijito_pull.core.models import (
     ApiError,
     InboxPage,
@@ -36,6 +40,10 @@ USER_AGENT = f"kijito-pull/{__version__}"
 log = logging.getLogger("kijito_pull.http")
 DEFAULT_TIMEOUT = 5.0
 MAX_BODY_BYTES = 32 * 1024 * 1024
+#: The fix a rejected token names.
+TOKEN_FIX = f"check $KIJITOMON_TOKEN, --token-file or the config file's token_file; {DOCTOR}"
+#: The fix a refused connection to a loopback API base names: most often a sandbox that stopped or restarted.
+SANDBOX_FIX = f"is the sandbox still running? its port changes on restart; {DOCTOR}"
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -163,7 +171,7 @@ class KijitoClient:
         if left <= 0:
             raise ApiError(f"{path}: timed out: no whole answer within {limit:g} s", transient=True)
         timeouts: tuple = (min(timeout, 10.0), timeout, left) if self._bounded else (min(timeout, 10.0), timeout)
-        with _failures(path, timeout, limit):
+        with _failures(path, timeout, limit, self.api_base):
             # What Session.request does, with the preparation kept (`_prepare`) and, since the session
             # never reads the environment (trust_env is off), its own proxies, verify and cert settings.
             response = session.send(self._prepare(method, path, params, json_body),
@@ -187,7 +195,8 @@ class KijitoClient:
                 raise ApiError(f"{path}: the server redirected ({status}); redirects are never followed",
                                status=status)
             if status == 401:
-                raise ApiError(f"{path}: the server rejected the token (401)", status=status)
+                raise ApiError(f"{path}: the server at {self.api_base} rejected the token (401)", status=status,
+                               fix=TOKEN_FIX)
             if status == 429 or status >= 500:
                 raise ApiError(f"{path}: server error {status}", status=status, transient=True,
                                retry_after=_retry_after(response.headers.get("Retry-After")))
@@ -250,8 +259,9 @@ class KijitoClient:
 
 
 @contextlib.contextmanager
-def _failures(path: str, timeout: float, limit: float) -> Iterator[None]:
-    """requests' exceptions from sending a request or reading an answer's head, as ApiError."""
+def _failures(path: str, timeout: float, limit: float, base: str) -> Iterator[None]:
+    """requests' exceptions from sending a request or reading an answer's head, as ApiError; a failed
+    connection names `base`, the API base it was made to."""
     try:
         yield
     except DeadlineExceeded:
@@ -263,9 +273,22 @@ def _failures(path: str, timeout: float, limit: float) -> Iterator[None]:
     except requests.exceptions.Timeout:
         raise ApiError(f"{path}: timed out after {timeout:g} s", transient=True) from None
     except requests.exceptions.ConnectionError as exc:
-        raise ApiError(f"{path}: connection failed ({_short_reason(exc)})", transient=True) from None
+        reason = _short_reason(exc)
+        fix = SANDBOX_FIX if reason == "Connection refused" and _loopback(base) else DOCTOR
+        raise ApiError(f"{path}: connection failed ({reason}) to the API base {base}", transient=True,
+                       fix=fix) from None
     except requests.exceptions.RequestException as exc:
         raise ApiError(f"{path}: request failed ({type(exc).__name__})") from None
+
+
+def _loopback(base: str) -> bool:
+    host = urllib3.util.parse_url(base).host or ""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _arrivals(response: requests.Response, size: int) -> Iterator[bytes]:

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kijito_pull.core import paths
+from kijito_pull.core.errors import UsageError
 
 DEFAULT_API_BASE = "https://api.kijito.ai"
 TOKEN_ENV = "KIJITOMON_TOKEN"
@@ -46,8 +47,8 @@ CONFIG_TOKEN_SOURCE = "config file token_file"  # how errors name a token file t
 SANDBOX_HINT = "to try kijito-pull without an account, run `kijito-pull demo` or `kijito-pull sandbox`"
 
 
-class ConfigError(Exception):
-    """A usage or configuration mistake; the message is one line a person can act on."""
+class ConfigError(UsageError):
+    """A usage or configuration mistake (exit 2); the message is one line a person can act on."""
 
 
 def _is_loopback(host: str) -> bool:

@@ -3,7 +3,8 @@
 Contract: a state directory is made (with its missing parents) as 0700 and a looser one of ours is
 tightened; a state file is opened without following a symbolic link and without blocking (a FIFO or a
 device where a state file belongs would hang `open()` while the cursor's lock is held), and only a
-regular file is used. Every failure is one `StateError` line, never a traceback. Standard library only.
+regular file is used; a folder is listed (`listed`) only if it can be read. Every failure is one
+`StateError` line, never a traceback. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import os
 import stat
 from pathlib import Path
 
+from kijito_pull.core.errors import SourceFailed
 
-class StateError(Exception):
-    """The state could not be written or locked; the message is one line."""
+
+class StateError(SourceFailed):
+    """The state could not be written or locked (exit 1); the message is one line."""
 
 
 def ensure_private_dir(path: Path, root: Path | None = None) -> None:
@@ -72,3 +75,15 @@ def open_regular(path: Path, flags: int, what: str, mode: int = 0o600) -> int:
         os.close(fd)
         raise StateError(f"{what} {path} is not a regular file; refusing it (remove it to go on)")
     return fd
+
+
+def listed(folder: Path, pattern: str) -> list[Path]:
+    """The entries of `folder` matching `pattern`, sorted; [] when it does not exist. StateError (one line)
+    when it exists and cannot be read, so a command never reports "nothing there" of what it cannot see."""
+    try:
+        os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise StateError(f"{folder} cannot be read ({exc.strerror})") from None
+    return sorted(folder.glob(pattern))

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kijito_pull.core import confirmations, receipts
+from kijito_pull.core.files import listed
 from kijito_pull.core.models import InboxPage
 from kijito_pull.core.state import StateError, StateStore
 
@@ -157,10 +158,9 @@ class Cursor:
 
 
 def cursors(cursors_dir: Path, api_base: str | None = None, persona: str | None = None) -> Iterator[Cursor]:
-    """The cursor files under `cursors_dir` (of `api_base` and `persona`, when given); damaged ones skipped."""
-    if not cursors_dir.is_dir():
-        return
-    for path in sorted(cursors_dir.glob("*.json")):
+    """The cursor files under `cursors_dir` (of `api_base` and `persona`, when given); damaged ones skipped.
+    StateError (one line) when the folder exists and cannot be read."""
+    for path in listed(cursors_dir, "*.json"):
         try:
             identity = StateStore.existing(path).identity
         except StateError:

@@ -1,6 +1,8 @@
 """The long-poll protocol of `GET /api/notify/pending`, sans IO: `LongPoll` (cursor, mode and pacing) and
-what one answer says (`Counts`, `NotifyFailed`). The watch loop's Notifier thread (watch/longpoll.py),
-the Codex watcher and the Kijito source's wake (core/wake.py) each drive it with their own client.
+what one answer says (`Counts`, `NotifyFailed`). The watch loop's Notifier thread (watch/longpoll.py: one
+long-poll for the whole account, also the dashboard's) and the Kijito source's wake for one persona
+(core/wake.py's `KijitoWake`, which the push watchers and the Claude waker wait on) each drive it with a
+client of their own.
 """
 
 from __future__ import annotations

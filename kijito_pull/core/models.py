@@ -1,14 +1,17 @@
 """Typed values that cross layer boundaries: what the server said, parsed strictly once.
 
-The envelopes of the Kijito API (docs/server-api.md) are parsed here into typed results or `ApiError`; nothing malformed
-ever turns into "no mail". Standard library only: the engine and the hook fast path use these types
-without importing the HTTP stack (core.api is the client that fetches them)."""
+The envelopes of the Kijito API (docs/server-api.md) are parsed here into typed results or `ApiError` (a
+`core.errors.SourceFailed`, exit 1); nothing malformed ever turns into "no mail". Standard library only:
+the engine and the hook fast path use these types without importing the HTTP stack (core.api is the
+client that fetches them)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
+
+from kijito_pull.core.errors import SourceFailed, first_line  # noqa: F401 - first_line: re-exported
 
 
 @dataclass(frozen=True)
@@ -48,19 +51,13 @@ MIN_ID = 0
 MAX_ID = 2**63 - 1
 
 
-def first_line(error: object, limit: int = 200) -> str:
-    """An error's first line, cut to `limit` characters (its type's name when it says nothing): what a
-    one-line report of a failure shows."""
-    text = str(error)
-    return text.splitlines()[0][:limit] if text.strip() else type(error).__name__
-
-
-class ApiError(Exception):
-    """The source failed. `str()` is one line, safe to show: it never contains the token."""
+class ApiError(SourceFailed):
+    """The source failed (exit 1). `str()` is one line, safe to show: it never contains the token; `fix`
+    (core.errors) says what to do, where there is something."""
 
     def __init__(self, message: str, *, status: int | None = None, transient: bool = False,
-                 retry_after: float | None = None):
-        super().__init__(message)
+                 retry_after: float | None = None, fix: str | None = None):
+        super().__init__(message, fix=fix)
         self.status = status
         self.transient = transient
         self.retry_after = retry_after

@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.core import lockholder
+from kijito_pull.core.files import listed
 from kijito_pull.core.state import CursorState, StateError, StateStore
 
 
 def cursor_rows(directory: Path, personas: Iterable[str] | None = None,
                 consumer: str | None = None) -> list[dict[str, Any]]:
     """One row per cursor file under `directory` (sorted by file name), only `personas`' and `consumer`'s
-    when given; [] when the directory does not exist yet."""
-    rows = [cursor_row(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
+    when given; [] when the directory does not exist yet, StateError (one line) when it cannot be read."""
+    rows = [cursor_row(p) for p in listed(directory, "*.json")]
     if personas:
         wanted = set(personas)
         rows = [r for r in rows if r.get("persona") in wanted]

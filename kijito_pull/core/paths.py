@@ -95,6 +95,11 @@ class Paths:
         return self.state_dir / "sessions"
 
     @property
+    def crashes_dir(self) -> Path:
+        """The reports of unexpected errors (core/crashreport.py): the traceback a person sends, 0600."""
+        return self.state_dir / "crashes"
+
+    @property
     def stops_dir(self) -> Path:
         """Durable stop markers (`kijito-pull session stop`), per project and persona."""
         return self.state_dir / "stops"

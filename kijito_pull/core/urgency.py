@@ -7,10 +7,10 @@ a batch, not of a message, in two ways:
 - `rise`: between two answers the count rose by N, so N urgent messages arrived since the first; they
   are among the mail the next pull of that persona finds (watch, the Claude waker and pusher). Under
   the `inbox interrupt: urgent` policy that lets the batch through mid-turn.
-- `among`: within one answer, by counting (`--once`): the unread mail outside the batch cannot hold
-  more urgent messages than it has messages, so at least `unread_urgent - (unread - unread in the
-  batch)` of the batch are urgent. kijito-pull's peeks never clear the server's unread flags, so
-  old urgent mail makes this bound weak (often 0), never wrong.
+- `among`: within one answer, by counting (`--once`, through `count_among`, which asks for the answer):
+  the unread mail outside the batch cannot hold more urgent messages than it has messages, so at least
+  `unread_urgent - (unread - unread in the batch)` of the batch are urgent. kijito-pull's peeks never
+  clear the server's unread flags, so old urgent mail makes this bound weak (often 0), never wrong.
 
 `note` is the one sentence every hand-over shows about it. Standard library only.
 """
@@ -18,8 +18,9 @@ a batch, not of a message, in two ways:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from kijito_pull.core.models import Message
+from kijito_pull.core.models import ApiError, Message
 
 
 def rise(before: int | None, now: int | None) -> int:
@@ -35,6 +36,17 @@ def among(messages: Sequence[Message], unread: int, unread_urgent: int | None) -
         return 0
     in_batch = sum(1 for m in messages if not m.read)
     return max(0, min(in_batch, unread, unread_urgent - max(0, unread - in_batch)))
+
+
+def count_among(client: Any, persona: str, messages: Sequence[Message]) -> int:
+    """`among` from one `notify/pending` answer of `client` (a KijitoClient); 0 when it cannot be had: the
+    mail is shown anyway, only its urgency is unknown."""
+    try:
+        counts = client.notify_pending()
+    except ApiError:
+        return 0
+    row = next((c for c in counts.counts if c.persona == persona), None)
+    return among(messages, row.unread, row.unread_urgent) if row else 0
 
 
 def note(count: int, total: int) -> str:

@@ -3,9 +3,11 @@
 `Wakeup` is what one wait says, for whichever source answered it; `KijitoWake` is the Kijito source's:
 one `GET /api/notify/pending` long-poll (core/longpoll.py's protocol) on a connection of its own, the
 persona's unread and urgent counts telling news from a quiet answer. (The Redis source's is XREAD BLOCK
-on the persona's stream: sources/redis_streams.py.) A wait never raises: a failure is news (look
-again), with the pause the protocol asks for before the next one. `WakeThread` runs a wake on a thread
-of its own, posting each `Wakeup` to a queue (the Codex watcher).
+on the persona's stream: sources/redis_wake.py.) A wait never raises: a failure is news (look again),
+with the pause the protocol asks for before the next one. `WakeThread` runs a wake on a thread of its
+own, posting each `Wakeup` to a queue: the push watchers (harnesses/session/pushwatch.py), and the
+watch loop of a source other than Kijito (watch/loop.py), whose main thread then blocks on that queue.
+The thread itself only ever blocks, in the wait or in the pause after it: nothing here ticks.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ class KijitoWake:
 
 
 class WakeThread(threading.Thread):
-    """Waits on `wake` until `stop` is set, posting each Wakeup to `out` and keeping the pause it asks for."""
+    """Waits on `wake` until `stop` is set, posting each Wakeup to `out` and keeping the pause it asks for (cut
+    short by `stop`). A daemon: a wait in progress when `stop` is set ends with the process."""
 
     def __init__(self, wake: Any, out: queue.Queue, stop: threading.Event):
         super().__init__(name="kijito-wake", daemon=True)

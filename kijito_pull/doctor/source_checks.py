@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from kijito_pull.core import config
+from kijito_pull.core.errors import MissingExtra
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
 from kijito_pull.core.models import ApiError, first_line
 from kijito_pull.doctor.config_checks import resolved
@@ -63,7 +64,7 @@ def check_source(ctx: Context) -> list[Finding]:
         redis = Finding("source.redis", FAIL, f"{where}: the Redis password cannot be read: {exc}",
                         "point --redis-password-file (or redis_password_file) at a mode 0600 file holding only "
                         "the password, or set $KIJITO_PULL_REDIS_PASSWORD")
-    except ApiError as exc:  # the redis client is not installed
+    except MissingExtra as exc:  # the redis client is not installed
         redis = Finding("source.redis", FAIL, f"{where}: {exc}", "pip install 'kijito-pull[redis]'")
     found.append(redis)
     if redis.verdict == FAIL:

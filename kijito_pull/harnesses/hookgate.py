@@ -295,8 +295,10 @@ def run_hook(name: str, stdin: Any, stdout: IO[str], stderr: IO[str], environ: M
             ran = True
             code = handler(inp, Environment(stdin=stdin, stdout=answer, stderr=stderr, environ=environ, cwd=cwd))
     except Exception as exc:  # noqa: BLE001 - the one boundary: a hook must never crash with a traceback
-        say(stderr, f"{name}: internal error ({type(exc).__name__}: {exc}); nothing was acknowledged, so unseen "
-                    f"mail is handed over again later")
+        from kijito_pull.core.errors import KijitoPullError
+
+        what = exc.line() if isinstance(exc, KijitoPullError) else f"internal error ({type(exc).__name__}: {exc})"
+        say(stderr, f"{name}: {what}; nothing was acknowledged, so unseen mail is handed over again later")
         code = 0
     if not answer.written:
         answer_nothing(stdout, harness.nothing)

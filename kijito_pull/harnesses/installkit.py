@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kijito_pull.core.errors import KijitoPullError
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.paths import Paths
 from kijito_pull.harnesses import installfolders
@@ -32,15 +33,19 @@ PROJECT = "project"
 SCOPES = (USER, PROJECT)
 
 
-class InstallError(Exception):
+class InstallError(KijitoPullError):
     """Something the user has to fix (a settings file we cannot parse, a harness command that failed).
 
-    `code`: ExitCode.USAGE when the user must change something first (nothing was run), else
-    ExitCode.SOURCE_FAILED (a harness command failed)."""
+    `code` (also its `exit_code`): ExitCode.USAGE when the user must change something first (nothing was
+    run), else ExitCode.SOURCE_FAILED (a harness command failed)."""
 
     def __init__(self, message: str, code: ExitCode = ExitCode.SOURCE_FAILED):
-        super().__init__(message)
+        super().__init__(message, exit_code=code)
         self.code = ExitCode(code)
+
+    def text(self) -> str:
+        """All of it: after its one line, what to do by hand (the harness is missing, ...)."""
+        return str(self).rstrip("\n")
 
 
 class Result(str, enum.Enum):

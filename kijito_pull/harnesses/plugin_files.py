@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kijito_pull.core.errors import UsageError
+
 PACKAGE = Path(__file__).resolve().parent.parent  # kijito_pull/
 DATA = PACKAGE / "data"
 REPO_ROOT = PACKAGE.parent
@@ -31,8 +33,8 @@ OPENCODE_FILES = ("extensions/opencode/kijito-pull.js",)
 COPILOT_FILES = ("extensions/copilot/kijito-pull/extension.mjs",)
 
 
-class MissingPluginFiles(FileNotFoundError):
-    """A plugin or extension file this installation should ship is not where it looks for it."""
+class MissingPluginFiles(UsageError, FileNotFoundError):
+    """A plugin or extension file this installation should ship is not where it looks for it (exit 2)."""
 
 
 #: Where each bundle's files are in a checkout, when not at the repository root: the Claude Code plugin has a

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kijito_pull.core import process
+from kijito_pull.core.errors import MissingExtra
 from kijito_pull.core.models import ApiError, Message, first_line
 from kijito_pull.core.pending import DEFAULT_TTL, Holder
 from kijito_pull.core.source import HoldingPull, Look
@@ -133,12 +134,13 @@ def check_url(url: str) -> str:
 
 
 def connect(url: str, timeout: float = 5.0) -> Any:
-    """A redis client for `url` (checked). ApiError when the `redis` package is not installed."""
+    """A redis client for `url` (checked). MissingExtra (a usage error, exit 2: nothing was read) when the
+    `redis` package is not installed."""
     check_url(url)
     try:
         import redis
     except ImportError:
-        raise ApiError("the Redis source needs the redis client: pip install 'kijito-pull[redis]'") from None
+        raise MissingExtra("a Redis source", "redis", "redis") from None
     return redis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
@@ -388,7 +390,7 @@ class RedisSource:
         """The stream's wake (sources/redis_wake.py's RedisWake: XREAD BLOCK); `poll` is not needed."""
         from kijito_pull.sources.redis_wake import RedisWake
 
-        return RedisWake(self, hold)
+        return RedisWake([self], hold)
 
     def remarks(self, delivered: int) -> list[str]:
         return []

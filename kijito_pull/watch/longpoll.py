@@ -1,7 +1,10 @@
-"""The account-wide wake source: one `/api/notify/pending` request per tick, long-polled when possible.
+"""The Kijito watch loop's wake: one account-wide `/api/notify/pending` long-poll at a time (interval polls
+only where the server does not long-poll).
 
-Runs in its own thread with its own HTTP session and posts what it learns to the watch loop's queue,
-so a held long-poll never blocks a delivery, an acknowledgement or a clean shutdown.
+Runs in its own thread with its own HTTP session and hands each count answer to the loop's handler on
+this thread (or posts it to the loop's queue), so a held long-poll never blocks a delivery, an
+acknowledgement or a clean shutdown. It blocks in the request or in the pacing the protocol asks for
+(core/longpoll.py), never on a tick of its own.
 """
 
 from __future__ import annotations

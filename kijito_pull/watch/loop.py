@@ -1,7 +1,15 @@
-"""The watch loop: one account-wide wake source, fanned out to per-persona pulls only when needed.
+"""The watch loop of every mail source: woken by the source, fanned out to per-persona pulls only when needed.
 
-Every delivery goes through the shared engine (`delivery.pull_through`), so the watch loop, the hooks
-and `--once` keep one cursor contract. This module decides *when* to pull and what to announce.
+Every delivery goes through the shared hand-over loop (`delivery.pull_through`), so the watch loop, the
+hooks and `--once` keep one cursor contract. This module decides *when* to pull and what to announce.
+
+What wakes it is the source's own: for Kijito, one account-wide `notify/pending` long-poll (the
+`Notifier` thread, watch/longpoll.py), whose count answers are handled on that thread; for any other
+source, the source's wake (core/source.py's `MailSource.wake`, one `Wake` over every watched persona:
+XREAD BLOCK on their Redis streams) on a `WakeThread` posting to the loop's queue, and a sweep every
+`--poll-seconds`. Idle, the main thread blocks on that queue until the next real deadline (a retry,
+the sweep, a heartbeat, a rediscovery, an urgent alarm falling due) or a message (a wake, `PULL_NOW`,
+`CLOSED`, the stop): there is no periodic tick.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from kijito_pull.core.longpoll import Counts, LongPoll, NotifyFailed
 from kijito_pull.core.metrics import Metrics
 from kijito_pull.core.models import ApiError
 from kijito_pull.core.sink import CLOSED, PULL_NOW, Sink
+from kijito_pull.core.source import Wake
 from kijito_pull.core.state import LockTimeout, StateError
+from kijito_pull.core.wake import WakeThread, Wakeup
 from kijito_pull.watch import alarms, readers
 from kijito_pull.watch.longpoll import Notifier
 
@@ -58,6 +68,20 @@ class WatchOptions:
     cursors_dir: Path | None = None
 
 
+@dataclass(frozen=True)
+class SourceWake:
+    """A source other than Kijito's account-wide long-poll: `wake` (MailSource.wake, one over every watched
+    persona) wakes the loop, which also sweeps every --poll-seconds (mail given back or claimed back wakes
+    nobody). `kind` labels its failures in the metrics ("redis"); `fields` is what `armed` and `heartbeat`
+    say of the source instead of an API base ({"redis": where}); `after_pull(persona, source)`, when given,
+    runs after each good pull (the group metrics)."""
+
+    wake: Wake
+    kind: str
+    fields: dict[str, Any]
+    after_pull: Callable[[str, Any], None] | None = None
+
+
 @dataclass
 class Target:
     """One watched persona: its engine, what the counts last said, and its own health."""
@@ -77,16 +101,20 @@ class Target:
 
 
 class Watcher:
-    """The long-running loop behind `kijito-pull watch`: arms every watched persona (its first pull and an
-    `armed` event), then pulls a persona through the hand-over loop (core/delivery.py) only when its
-    unread count rose, on a sweep (`PULL_NOW` from the sink), or every `--resync-every` arrivals; the
-    `Notifier` thread long-polls the counts. It knows no harness: only its sink."""
+    """The long-running loop behind `kijito-pull watch` and `relay`, for every mail source: arms every watched
+    persona (its first pull and an `armed` event), then pulls a persona through the hand-over loop
+    (core/delivery.py) only when the source says it may have news (Kijito: its unread count rose, or every
+    `--resync-every` arrivals; another source: its wake), on a sweep (`PULL_NOW` from the sink; another
+    source: every --poll-seconds too), or when a retry falls due. `make_engine(persona)` gives each
+    persona's MailSource; `source_wake` None means Kijito (`client` and `notify_client` are its API clients).
+    It knows no harness: only its sink."""
 
-    def __init__(self, *, client: KijitoClient, notify_client: KijitoClient,
+    def __init__(self, *, client: KijitoClient | None, notify_client: KijitoClient | None,
                  make_engine: Callable[[str], Engine], sink: Sink, factory: EventFactory,
                  options: WatchOptions, personas: Iterable[str], stop: threading.Event,
                  loop: queue.Queue | None = None, errors: IO[str] = sys.stderr,
-                 clock: Callable[[], float] = time.monotonic, ops: Metrics | None = None):
+                 clock: Callable[[], float] = time.monotonic, ops: Metrics | None = None,
+                 source_wake: SourceWake | None = None):
         self.client = client
         self.notify_client = notify_client
         self.make_engine = make_engine
@@ -97,6 +125,8 @@ class Watcher:
         self.loop: queue.Queue = loop if loop is not None else queue.Queue()
         self.errors = errors
         self.clock = clock
+        self.source_wake = source_wake
+        self.next_sweep: float | None = None  # another source's: set once its wake runs
         self.ops = ops if ops is not None else Metrics("watch", "watch", float("inf"))  # core/metrics.py
         self.targets: dict[str, Target] = {}  # keyed by casefold: one target per inbox name, original case kept
         self.notify_health = alarms.Health(options.alert_after)
@@ -191,13 +221,18 @@ class Watcher:
             target.retry_at = now + 1.0  # another puller of this cursor is delivering; look again shortly
             return
         except (ApiError, StateError) as exc:
-            self.ops.failed("state" if isinstance(exc, StateError) else self.sink.blames(exc), exc)
+            self.ops.failed("state" if isinstance(exc, StateError) else self._blame(exc), exc)
             self._raise(target.name, target.health.failure(f"inbox of {target.name} failing: {exc}"))
             target.retry_at = now + min(RETRY_CAP, 2.0 ** (target.health.failures - 1))
             self._failures.append((target.name, str(exc), target.retry_at - now))
             return
         self.ops.pulled(target.name, report)
         self.ops.succeeded()
+        if self.source_wake is not None and self.source_wake.after_pull is not None:
+            try:
+                self.source_wake.after_pull(target.name, target.engine)
+            except ApiError as exc:
+                self.ops.failed(self.source_wake.kind, exc)
         self._raise(target.name, target.health.success(f"inbox of {target.name}"))
         target.skips = 0
         if report.refused is not None:
@@ -216,7 +251,13 @@ class Watcher:
         if report.hidden_unread is not None:
             self._raise(target.name, target.hidden.update({target.name} if report.hidden_unread else set()))
 
+    def _blame(self, exc: ApiError) -> str:
+        """The metrics' label of a failed pull: the sink's word (the relay's Redis), or the source's kind."""
+        return self.sink.blames(exc) if self.source_wake is None else self.source_wake.kind
+
     def pull_all(self) -> None:
+        if self.next_sweep is not None:
+            self.next_sweep = self.clock() + self.opts.poll_seconds  # a sweep counts from the last pull of all
         for target in list(self.targets.values()):
             if self.stop.is_set():
                 return
@@ -265,6 +306,16 @@ class Watcher:
             target.last_unread = None
         self.pull_all()
 
+    def on_wakeup(self, item: Wakeup) -> None:
+        """What another source's wake said: news (or a wait that failed and was then answered): read every
+        persona; a failure only counts (the wake retries at its own pace, and says news once it is answered)."""
+        if item.failed is not None:
+            self.ops.failed(self.source_wake.kind if self.source_wake else "kijito", item.failed)
+            return
+        self.ops.succeeded()  # the source answered the wait: it is up
+        if item.news:
+            self.pull_all()
+
     def _check_alarms(self, counts: dict) -> None:
         self.last_counts = counts
         # Mail for a persona the user named is being delivered to its consumer, whatever the directory
@@ -303,7 +354,7 @@ class Watcher:
 
     def _next_deadline(self) -> float | None:
         times = [t.retry_at for t in self.targets.values() if t.retry_at is not None]
-        times += [x for x in (self.next_heartbeat, self.next_rediscover) if x is not None]
+        times += [x for x in (self.next_heartbeat, self.next_rediscover, self.next_sweep) if x is not None]
         if self.opts.urgent_alerts:  # an urgent message becomes overdue without any new answer arriving
             times += [since + self.opts.urgent_after for p, since in self.urgent_since.items()
                       if p not in self.urgent.current]
@@ -316,23 +367,46 @@ class Watcher:
         for target in list(self.targets.values()):
             if target.retry_at is not None and target.retry_at <= now:
                 self.pull(target)
+        if self.next_sweep is not None and self.next_sweep <= now:
+            self.pull_all()
         if self.next_rediscover is not None and self.next_rediscover <= now:
             self.next_rediscover = now + self.opts.rediscover_every
             self.rediscover()
         if self.next_heartbeat is not None and self.next_heartbeat <= now and self.opts.heartbeat:
             self.next_heartbeat = now + self.opts.heartbeat
             for target in self.targets.values():
-                self.emit("heartbeat", target.name, cursor=self._cursor(target), api_base=self.client.api_base)
+                self.emit("heartbeat", target.name, cursor=self._cursor(target), **self._where())
+
+    def _where(self) -> dict[str, Any]:
+        """What events say of the source: Kijito's API base, or another source's own fields."""
+        return dict(self.source_wake.fields) if self.source_wake is not None else {"api_base": self.client.api_base}
 
     @staticmethod
     def _cursor(target: Target) -> int | None:
-        state = target.engine.store.load().state
+        """The persona's local cursor; None for a source whose position lives elsewhere (a Redis group's)."""
+        store = getattr(target.engine, "store", None)
+        if store is None:
+            return None
+        state = store.load().state
         return state.cursor if state else None
 
     # -- main loop ---------------------------------------------------------------------------------
 
     def arm(self) -> None:
-        """Start: learn the directory, take a count baseline, then announce (`armed`) and pull every persona."""
+        """Start: learn the directory, take a count baseline (Kijito), then announce (`armed`) and pull every
+        persona."""
+        if self.source_wake is None:
+            self._baseline()
+        for target in list(self.targets.values()):
+            # `armed` first, with the cursor it starts from: the backlog's `new` events follow it.
+            self.emit("armed", target.name, cursor=self._cursor(target), **self._where(),
+                      consumer=self.opts.consumer)
+            self.pull(target)
+            if target.last_unread is None:
+                target.last_unread, target.last_urgent = 0, 0
+
+    def _baseline(self) -> None:
+        """Kijito's directory (all personas, or the stranded alarm's evidence) and a count baseline."""
         if self.opts.all_personas or self.opts.stranded_alerts:
             self.rediscover(announce=False)
         try:
@@ -343,13 +417,17 @@ class Watcher:
                     target.last_unread, target.last_urgent = row.unread, row.unread_urgent or 0
         except ApiError:
             pass  # counts unavailable: the notifier's first answer will say so
-        for target in list(self.targets.values()):
-            # `armed` first, with the cursor it starts from: the backlog's `new` events follow it.
-            self.emit("armed", target.name, cursor=self._cursor(target),
-                      api_base=self.client.api_base, consumer=self.opts.consumer)
-            self.pull(target)
-            if target.last_unread is None:
-                target.last_unread, target.last_urgent = 0, 0
+
+    def _start_wake(self) -> None:
+        """Start what wakes the loop: Kijito's Notifier (count answers handled on its thread), or the
+        source's wake on a WakeThread with the first sweep due; and the stop's own bell."""
+        if self.source_wake is None:
+            protocol = LongPoll(self.opts.wait, self.opts.poll_seconds, self.opts.min_spacing)
+            Notifier(self.notify_client, protocol, self.loop, self.stop, handle=self.handle_counts).start()
+        else:
+            self.next_sweep = self.clock() + self.opts.poll_seconds
+            WakeThread(self.source_wake.wake, self.loop, self.stop).start()
+        threading.Thread(target=_bell, args=(self.stop, self.loop), name="watch-stop", daemon=True).start()
 
     def handle_counts(self, item: Counts) -> None:
         """A count answer, on the notifier's thread. A failure is handed to the main thread to raise."""
@@ -367,17 +445,17 @@ class Watcher:
             self.loop.put(None)  # a new, earlier timer: the main thread recomputes its wait
 
     def run(self) -> None:
+        """Arm, start the wake, then act on each message and deadline until `stop` (or `CLOSED`). Idle, it
+        blocks on the queue until the earliest deadline, or for good when none is set: a wake, the sink, a
+        new earlier deadline (`handle_counts` posts None) and the stop (`_bell`) each post to the queue."""
         with self._acting():
             self.arm()
-        protocol = LongPoll(self.opts.wait, self.opts.poll_seconds, self.opts.min_spacing)
-        notifier = Notifier(self.notify_client, protocol, self.loop, self.stop, handle=self.handle_counts)
-        notifier.start()
+        self._start_wake()
         while not self.stop.is_set():
             with self.busy:
                 deadline = self._next_deadline()
-            timeout = None if deadline is None else max(0.0, deadline - self.clock())
             try:
-                item = self.loop.get(timeout=min(timeout, 1.0) if timeout is not None else 1.0)
+                item = self.loop.get(timeout=None if deadline is None else max(0.0, deadline - self.clock()))
             except queue.Empty:
                 item = None
             if self.stop.is_set():
@@ -392,6 +470,8 @@ class Watcher:
                         item.handled.set()  # the notifier may send its next hold now
                 elif isinstance(item, NotifyFailed):
                     self.on_notify_failed(item)
+                elif isinstance(item, Wakeup):
+                    self.on_wakeup(item)
                 elif item == PULL_NOW:
                     self.pull_all()
                 elif item == CLOSED:
@@ -415,6 +495,13 @@ def failure_lines(failures: list[tuple[str, str, float]], names: int = 3) -> lis
         when = f"{low:.0f} s" if round(low) == round(high) else f"{low:.0f}-{high:.0f} s"
         lines.append(f"{who}: {error}; retrying in {when}")
     return lines
+
+
+def _bell(stop: threading.Event, loop: queue.Queue) -> None:
+    """Wait (without waking) for `stop`, then post to the loop's queue so a loop blocked on it sees the stop
+    at once: a SIGTERM handler (cli/stopsignals.py) or a caller only sets the event."""
+    stop.wait()
+    loop.put(None)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def test_send_wait_seen_returns_within_2s_of_the_confirmation_by_claude_p(
     ended = _watch_exit(sender)
     with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
         result = h.run_claude_p(claude, "summarize the task", base_url=fm.url, home=e2e_home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=env, timeout=90)
+                                plugin_dirs=[ch.PLUGIN], env=env, timeout=90)
         assert result.returncode == 0, result.stderr[-3000:]
         assert any("RECEIPT-MAIL" in fm.text_of(r) for r in fm.model_requests)  # the model had it
     out, err = sender.communicate(timeout=30)
@@ -122,7 +122,7 @@ def test_a_recipient_running_without_receipts_is_reported_with_what_is_known(
     ident = _posted(sandbox, "NO-RECEIPT-MAIL")
     with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
         result = h.run_claude_p(claude, "summarize the task", base_url=fm.url, home=e2e_home, cwd=project,
-                                plugin_dirs=[ch.REPO], env=env, timeout=90)
+                                plugin_dirs=[ch.PLUGIN], env=env, timeout=90)
         assert result.returncode == 0, result.stderr[-3000:]
     started = time.monotonic()
     code, sent, err, _ = _finish(sender, timeout=60)
@@ -155,7 +155,7 @@ def test_a_hand_over_killed_before_confirmation_is_never_reported_seen(
     with FakeModel(reply, bind=netns.listen) as fm:
         full_env = h.claude_env(e2e_home, fm.url, env)
         proc = h.HarnessProcess(h.netns().wrap(h.claude_argv(claude, "-p", "summarize the task",
-                                                             plugin_dirs=[ch.REPO])),
+                                                             plugin_dirs=[ch.PLUGIN])),
                                 env=full_env, cwd=project, stdin_pipe=False, name="claude-p")
         try:
             assert fm.wait_for(lambda r: "KILLED-MAIL" in fm.text_of(r), timeout=60), proc.diagnostics()

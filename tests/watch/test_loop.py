@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from kijito_pull.core.events import EventFactory
 from kijito_pull.core.longpoll import Counts
 from kijito_pull.core.models import NotifyResult, PendingCount
-from kijito_pull.core.sink import Sink
+from kijito_pull.core.sink import PULL_NOW, Sink
 from kijito_pull.watch.loop import Watcher, WatchOptions
 
 
@@ -143,3 +144,79 @@ def test_the_watcher_pulls_on_the_notifier_thread_and_hands_a_failure_to_the_mai
         pass
     crashed = watcher.loop.get_nowait()  # handed to the main thread, which raises it (Watcher.run)
     assert isinstance(getattr(crashed, "error", None), RuntimeError)
+
+
+class _QuietWake:
+    """A source's wake that says nothing until told to (`ring`), as an idle stream's XREAD BLOCK."""
+
+    def __init__(self):
+        self.bell = threading.Event()
+        self.waits = 0
+
+    def wait(self, brief=False):
+        from kijito_pull.core.wake import Wakeup
+        self.waits += 1
+        self.bell.wait()
+        self.bell.clear()
+        return Wakeup(True)
+
+    def ring(self):
+        self.bell.set()
+
+    def close(self):
+        pass
+
+
+def _source_watcher(wake, **options):
+    from kijito_pull.watch.loop import SourceWake
+    watcher = Watcher(client=None, notify_client=None, make_engine=lambda name: None, sink=Sink(),
+                      factory=EventFactory(), options=WatchOptions(**options), personas=["a"],
+                      stop=threading.Event(), source_wake=SourceWake(wake, "redis", {"redis": "redis://r"}))
+    pulls: list[float] = []
+    watcher.pull = lambda target, expect_mail=False: pulls.append(time.monotonic())  # type: ignore[method-assign]
+    looks = []
+    deadline = watcher._next_deadline
+    watcher._next_deadline = lambda: (looks.append(time.monotonic()), deadline())[1]  # type: ignore[method-assign]
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    return watcher, thread, pulls, looks
+
+
+def test_an_idle_loop_sleeps_until_its_next_deadline_or_a_message_and_never_ticks():
+    wake = _QuietWake()
+    watcher, thread, pulls, looks = _source_watcher(wake, poll_seconds=600)
+    thread.start()
+    try:
+        time.sleep(2.5)
+        assert len(pulls) == 1  # the first pull, at arming; nothing since
+        assert len(looks) == 1, looks  # one wait for a sweep 600 s away, no wake-up a second
+        wake.ring()  # the source's wake: a pull at once
+        assert _until(lambda: len(pulls) == 2)
+        watcher.loop.put(PULL_NOW)  # from the sink (a sweep asked for)
+        assert _until(lambda: len(pulls) == 3)
+    finally:
+        started = time.monotonic()
+        watcher.stop.set()  # what SIGTERM's handler does (cli/stopsignals.py): the blocked loop sees it at once
+        thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 1.0
+
+
+def test_the_sweep_is_a_deadline_the_idle_loop_wakes_for():
+    wake = _QuietWake()
+    watcher, thread, pulls, looks = _source_watcher(wake, poll_seconds=0.4)
+    thread.start()
+    try:
+        assert _until(lambda: len(pulls) >= 4, timeout=5)  # arming, then a sweep every 0.4 s
+        gaps = [b - a for a, b in zip(pulls[1:], pulls[2:])]
+        assert all(0.3 < gap < 1.0 for gap in gaps), gaps
+    finally:
+        watcher.stop.set()
+        thread.join(5)
+
+
+def _until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()

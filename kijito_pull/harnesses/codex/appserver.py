@@ -26,13 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kijito_pull.core.errors import KijitoPullError
+
 TIMEOUT = 20.0
 TRUSTED = "trusted"
 #: Environment variables that are ours and never reach a Codex we start.
 _PRIVATE = ("KIJITOMON_TOKEN",)
 
 
-class AppServerError(Exception):
+class AppServerError(KijitoPullError):
     """`codex app-server` could not be started or did not answer as expected (one line)."""
 
 

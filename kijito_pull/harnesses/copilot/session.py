@@ -24,6 +24,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from kijito_pull.core.errors import KijitoPullError
+
 MODE_ENV = "KIJITO_PULL_COPILOT_MODE"
 HOST_ENV = "KIJITO_PULL_COPILOT_HOST"  # "<pid>:<start>" of the Copilot CLI process, handed to the watcher
 INTERACTIVE_ENV = "COPILOT_LOADER_PID"
@@ -95,7 +97,7 @@ def socket_path(environ: Mapping[str, str], session_id: str) -> Path:
     return runtime_dir(environ) / f"copilot-{session_id}.sock"
 
 
-class ExtensionError(Exception):
+class ExtensionError(KijitoPullError):
     """The extension's socket is missing, not ours, or did not answer."""
 
 

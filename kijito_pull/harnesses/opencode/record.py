@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kijito_pull.core import render
+from kijito_pull.core.errors import KijitoPullError
 from kijito_pull.harnesses import installkit
 from kijito_pull.harnesses.opencode.server import Server, ServerError
 
@@ -30,7 +31,7 @@ EXPORT_TIMEOUT = 20.0
 OPENCODE_ENV = "KIJITO_PULL_OPENCODE"  # which `opencode` to ask, when the plugin does not say
 
 
-class RecordError(Exception):
+class RecordError(KijitoPullError):
     """OpenCode's record of a session could not be read (export failed or said something unexpected)."""
 
 

@@ -28,6 +28,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 
+from kijito_pull.core.errors import KijitoPullError
+
 PASSWORD_ENV = "OPENCODE_SERVER_PASSWORD"
 USERNAME_ENV = "OPENCODE_SERVER_USERNAME"
 TIMEOUT = 3.0
@@ -46,7 +48,7 @@ def loopback(url: str) -> str | None:
     return f"http://{host}:{parts.port}"
 
 
-class ServerError(Exception):
+class ServerError(KijitoPullError):
     """An OpenCode server request failed or answered something unexpected."""
 
 

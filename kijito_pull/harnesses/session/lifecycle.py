@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kijito_pull.core import process
+from kijito_pull.core.errors import KijitoPullError
 from kijito_pull.core.paths import Paths
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,120}")
@@ -83,8 +84,8 @@ class Outcome:
         return f"{who}{self.result.value}" + (f" ({self.detail})" if self.detail else "")
 
 
-class LifecycleError(Exception):
-    """The state directory cannot be used; one line."""
+class LifecycleError(KijitoPullError):
+    """The state directory cannot be used (exit 1); one line."""
 
 
 # -- session ids --------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from typing import IO, Any
 
 from kijito_pull.core import process, urgency
 from kijito_pull.core.delivery import pull_through
+from kijito_pull.core.errors import KijitoPullError
 from kijito_pull.core.models import ApiError, Message
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import HELD_AGAIN, HELD_WAITS, BatchSink
@@ -75,7 +76,7 @@ def parse_host(raw: str | None) -> process.Proc | None:
     return process.Proc(int(pid), start or None) if pid.isdigit() and int(pid) > 1 else None
 
 
-class PushError(Exception):
+class PushError(KijitoPullError):
     """The way in refused a batch (the mail is unseen again)."""
 
 
