@@ -43,6 +43,7 @@ import sys
 
 import pytest
 
+from kijito_pull.harnesses import registry
 from tests.clirunner import REPO
 from tests.entrypoints import (
     CLAUDE_HOOKS,
@@ -55,8 +56,11 @@ from tests.entrypoints import (
     SESSION_START,
     STOP,
     WATCH,
+    crash_entries,
     descriptor,
+    entry_of,
     harness_of,
+    hook_event,
 )
 
 MAIN = (WATCH, PI_CHILD, STOP, SESSION_START)
@@ -66,6 +70,23 @@ COPILOT_PUSH_KILLS = 6  # the new run's watchers: NEW_ANSWER_KILLS
 NEW_WATCHERS = (CODEX_WATCH, OPENCODE_WATCH)
 #: The third run's hooks: every harness's but Claude Code's and Codex's, less those of a KNOWN_LOSS.
 TRIED = tuple(e for e in NEW_HOOKS if not getattr(descriptor(harness_of(e)), "KNOWN_LOSS", None))
+
+
+def test_every_hook_harness_describes_its_own_hooks_and_each_is_a_crash_trial_entry():
+    """A harness with hooks has a descriptor (its package's testing.py) naming only its own hooks, and ends a
+    session one way; each entry hook is in the crash trials' list, with its harness's event."""
+    for harness in registry.all_harnesses():
+        d = descriptor(harness.name)
+        if not harness.hooks:
+            continue
+        assert d is not None, f"{harness.name}: hooks but no testing descriptor"
+        ends = [getattr(d, "SESSION_END", None), getattr(d, "IDLE", None)]
+        named = {*d.ENTRY_HOOKS, getattr(d, "PUSH_WATCHER", None), *ends} - {None}
+        assert named <= {h.name for h in harness.hooks}, (harness.name, named)
+        assert sum(e is not None for e in ends) == 1, (harness.name, ends)
+        for hook in d.ENTRY_HOOKS:
+            assert entry_of(hook) in crash_entries() and harness_of(entry_of(hook)) == harness.name
+            assert hook_event(entry_of(hook)) == harness.hook(hook).event
 
 
 def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir,
