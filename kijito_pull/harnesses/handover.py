@@ -193,6 +193,23 @@ class Output:
         return True
 
 
+class Reshaped:
+    """A hook's Output whose JSON answers are put in the form its harness reads (`reshape(answer)`: Copilot
+    CLI's context at the top level, Kimi Code CLI's `message` and deny); what was written is the wrapped
+    Output's, so the hand-over loop tells written from not written the same way."""
+
+    def __init__(self, out: Output, reshape: Callable[[dict[str, Any]], dict[str, Any]]):
+        self._out = out
+        self._reshape = reshape
+
+    @property
+    def written(self) -> list[dict[str, Any]]:
+        return self._out.written
+
+    def json(self, obj: dict[str, Any]) -> bool:
+        return self._out.json(self._reshape(obj))
+
+
 def context_json(event: str, text: str, system_message: str | None = None) -> dict[str, Any]:
     """A hook answer that adds `text` to the session's context (`hookSpecificOutput.additionalContext`)."""
     out: dict[str, Any] = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}

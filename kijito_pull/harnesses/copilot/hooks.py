@@ -35,22 +35,13 @@ def record_path(environ: Mapping[str, str], session_id: str) -> Path:
     return copilot_home(environ) / "session-state" / session_id / "events.jsonl"
 
 
-class TopLevelContext:
-    """The hook's Output, with SessionStart's `additionalContext` also given at the top level (Copilot CLI
-    reads only that one; Claude Code's `hookSpecificOutput` key stays for the shape's sake)."""
-
-    def __init__(self, out: handover.Output):
-        self._out = out
-
-    @property
-    def written(self) -> list[dict[str, Any]]:
-        return self._out.written
-
-    def json(self, obj: dict[str, Any]) -> bool:
-        inner = obj.get("hookSpecificOutput")
-        if isinstance(inner, dict) and isinstance(inner.get("additionalContext"), str):
-            obj = {**obj, "additionalContext": inner["additionalContext"]}
-        return self._out.json(obj)
+def top_level_context(obj: dict[str, Any]) -> dict[str, Any]:
+    """SessionStart's `additionalContext` also at the top level (Copilot CLI reads only that one; Claude Code's
+    `hookSpecificOutput` key stays for the shape's sake)."""
+    inner = obj.get("hookSpecificOutput")
+    if isinstance(inner, dict) and isinstance(inner.get("additionalContext"), str):
+        return {**obj, "additionalContext": inner["additionalContext"]}
+    return obj
 
 
 def _with_record(inp: HookInput, env: Environment) -> HookInput:
@@ -81,7 +72,7 @@ def _when(inp: HookInput) -> str:
 
 
 def _start(inp: HookInput, env: Environment, out: handover.Output, extra: tuple[str, ...] = ()) -> int:
-    return handover.session_start(inp, env, TopLevelContext(out), extra)  # type: ignore[arg-type]
+    return handover.session_start(inp, env, handover.Reshaped(out, top_level_context), extra)  # type: ignore[arg-type]
 
 
 # -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.copilot.HARNESS) -----------------

@@ -37,29 +37,19 @@ SETTLE = "kimi-settle"
 HOST_ENV = "KIJITO_PULL_KIMI_HOST"  # the Kimi process the settler watches (it is started detached)
 
 
-class KimiAnswer:
-    """The hook's Output, each answer in the shape Kimi reads: context as `message`, a Stop block as a deny."""
-
-    def __init__(self, out: handover.Output):
-        self._out = out
-
-    @property
-    def written(self) -> list[dict[str, Any]]:
-        return self._out.written
-
-    def json(self, obj: dict[str, Any]) -> bool:
-        inner = obj.get("hookSpecificOutput")
-        if isinstance(inner, dict) and isinstance(inner.get("additionalContext"), str):
-            return self._out.json({"message": inner["additionalContext"]})
-        if obj.get("decision") == "block" and isinstance(obj.get("reason"), str):
-            return self._out.json({"hookSpecificOutput": {"permissionDecision": "deny",
-                                                          "permissionDecisionReason": obj["reason"]}})
-        return self._out.json(obj)
+def kimi_answer(obj: dict[str, Any]) -> dict[str, Any]:
+    """An answer in the shape Kimi reads: context as `message`, a Stop block as a deny."""
+    inner = obj.get("hookSpecificOutput")
+    if isinstance(inner, dict) and isinstance(inner.get("additionalContext"), str):
+        return {"message": inner["additionalContext"]}
+    if obj.get("decision") == "block" and isinstance(obj.get("reason"), str):
+        return {"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": obj["reason"]}}
+    return obj
 
 
 def prompt(inp: HookInput, env: Environment, out: handover.Output) -> int:
     """Unseen mail as a message before the prompt; a failure is one stderr line (the mail waits)."""
-    answer = KimiAnswer(out)
+    answer = handover.Reshaped(out, kimi_answer)
     sink = handover.HookSink(lambda text: answer.json(handover.context_json("UserPromptSubmit", text)))
     try:
         report = handover.pull(inp, env, sink)
@@ -78,7 +68,7 @@ def prompt(inp: HookInput, env: Environment, out: handover.Output) -> int:
 
 
 def stop(inp: HookInput, env: Environment, out: handover.Output) -> int:
-    return handover.stop(inp, env, KimiAnswer(out))  # type: ignore[arg-type]
+    return handover.stop(inp, env, handover.Reshaped(out, kimi_answer))  # type: ignore[arg-type]
 
 
 # -- the hooks' handlers (each named by its Hook in kijito_pull.harnesses.kimi.HARNESS) ------------------------
