@@ -26,7 +26,8 @@ How each is driven (the e2e tests' recipes; the older per-harness benches are re
     OpenCode             `opencode serve`, turns through `prompt_async`; busy as Codex
     Copilot CLI          the TUI with --experimental (its extension); busy as Codex, answered with a tool
                          call (the turn goes on)
-    Gemini CLI           no push route (turn hooks only): a row without figures
+    the others           a harness whose descriptor (kijito_pull/harnesses/<name>/testing.py) says it has no
+                         push route (`PUSH_ROUTE = None`: turn hooks only): a row without figures
 
 Idle figures of Claude Code and pi start when the sandbox logged the POST of `kijito-pull send` (their
 benches send with the CLI), the others at the sandbox's in-process send: the same moment, the mail stored.
@@ -56,15 +57,14 @@ import bench_pi_wake  # noqa: E402
 import harnessbench as hb  # noqa: E402
 from stats import percentile  # noqa: E402
 
-from tests.e2e import claude_helpers as ch  # noqa: E402 - harnessbench put the repository on the path
+from kijito_pull.harnesses import registry  # noqa: E402 - harnessbench put the repository on the path
+from tests.e2e import claude_helpers as ch  # noqa: E402
 from tests.e2e import codex_helpers as cx  # noqa: E402
 from tests.e2e import copilot_helpers as cp  # noqa: E402
-from tests.e2e import gemini_helpers as gm  # noqa: E402
 from tests.e2e import harness as h  # noqa: E402
 from tests.e2e import opencode_helpers as oc  # noqa: E402
 from tests.e2e.fakemodel import FakeModel, ToolUse  # noqa: E402
-
-HARNESSES = ("claude", "claude197", "codex", "pi", "pi073", "opencode", "copilot", "gemini")
+from tests.entrypoints import described  # noqa: E402
 
 
 def bench_claude(args: argparse.Namespace) -> dict:
@@ -159,7 +159,7 @@ def bench_opencode(args: argparse.Namespace) -> dict:
         env = oc.opencode_env(harness, home, sb.url, state)
         project = ch.make_project(root)
         oc.write_config(project, model.url)
-        if gm.kp(env, project, "install", "opencode", "--user", timeout=300).returncode != 0:
+        if cx.kp(env, project, "install", "opencode", "--user", timeout=300).returncode != 0:
             raise SystemExit("install opencode failed")
         port = 43000 + os.getpid() % 2000
         server = oc.serve(harness, env, project, port)
@@ -184,14 +184,22 @@ def bench_opencode(args: argparse.Namespace) -> dict:
             "idle": idle, "busy": busy}
 
 
-def bench_gemini(_args: argparse.Namespace) -> dict:
-    harness = h.find_harness("gemini")
-    return {"harness": "Gemini CLI", "version": harness.version if harness else "not installed",
-            "route": "no push route (turn hooks only)", "idle": [], "busy": []}
+def bench_no_route(name: str) -> Callable[[argparse.Namespace], dict]:
+    """The row of a harness with no push route (its descriptor's `PUSH_ROUTE = None`): no figures."""
+    def bench(_args: argparse.Namespace) -> dict:
+        harness = h.find_harness(name)
+        return {"harness": registry.get(name).title, "version": harness.version if harness else "not installed",
+                "route": "no push route (turn hooks only)", "idle": [], "busy": []}
+    return bench
 
 
 BENCHES = {"claude": bench_claude, "claude197": bench_claude_doorbell, "codex": bench_codex, "pi": bench_pi("pi1"),
-           "pi073": bench_pi("pi073"), "opencode": bench_opencode, "copilot": bench_copilot, "gemini": bench_gemini}
+           "pi073": bench_pi("pi073"), "opencode": bench_opencode, "copilot": bench_copilot,
+           **{name: bench_no_route(name) for name, d in described()
+              if hasattr(d, "PUSH_ROUTE") and d.PUSH_ROUTE is None}}
+
+
+HARNESSES = tuple(BENCHES)
 
 
 def figures(values: list[float]) -> str:

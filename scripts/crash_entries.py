@@ -4,22 +4,18 @@
     watch                     kijito-pull watch --persona P: NDJSON on stdout, or (every other trial)
                               --events-file, where "took it" is the line fsynced before the state rename
     pi-child                  kijito-pull watch --persona P --ack-stdin, a thread acknowledging each event
-    hook-stop                 kijito-pull hook claude-stop
-    hook-session-start        kijito-pull hook claude-session-start
-    hook-codex-stop           kijito-pull hook codex-stop
-    hook-codex-session-start  kijito-pull hook codex-session-start
-    hook-gemini-session-start, hook-gemini-after-agent   kijito-pull hook gemini-*  (Gemini CLI)
-    hook-copilot-session-start, hook-copilot-stop        kijito-pull hook copilot-* (Copilot CLI)
-    hook-opencode-chat-message  kijito-pull hook opencode-chat-message (OpenCode's plugin, each user message)
-    copilot-watch             kijito-pull hook copilot-watch: Copilot CLI's push watcher, with a stand-in
-                              extension and Copilot (tests/copilotext.py) recording in events.jsonl
-    codex-watch               kijito-pull hook codex-watch: Codex's push watcher, with a stand-in `codex`
-                              on its PATH whose `queue` hands the text to a stand-in Codex session
-                              (tests/codexqueue.py) recording it in the rollout
-    opencode-watch            kijito-pull hook opencode-watch: OpenCode's push watcher, with a stand-in of
-                              the session's server (tests/opencodeserver.py: prompt_async, the messages)
-                              recording in the store `opencode export` prints; the watcher's host is the
-                              session's OpenCode process (tests/sessionhost.py)
+    hook-NAME                 kijito-pull hook NAME, for every hook a registered harness's descriptor lists
+                              as an entry point (`ENTRY_HOOKS` in kijito_pull/harnesses/<name>/testing.py;
+                              Claude Code's are hook-stop and hook-session-start): Codex, Gemini CLI,
+                              Copilot CLI, OpenCode's plugin call, Kimi Code CLI, Qwen Code, ... A harness
+                              registered before main() runs (a test's toy) is in with no edit here.
+    NAME-watch                a harness's push watcher (`PUSH_WATCHER`) with the stand-in of its way in
+                              its descriptor names (`WAY_IN`): copilot-watch (a stand-in extension and
+                              Copilot, tests/copilotext.py, recording in events.jsonl), codex-watch (a
+                              stand-in `codex queue` handing the text to a stand-in Codex session,
+                              tests/codexqueue.py), opencode-watch (a stand-in of the session's server,
+                              tests/opencodeserver.py, recording in the store; its host is the session's
+                              OpenCode process, tests/sessionhost.py)
 
 The push watchers' stand-ins (tests/wayin.py) take a push and record it when "the turn takes it": after
 their calibration runs, each push in turn is taken and recorded 0..0.3 s later, recorded late (0.5..2 s:
@@ -38,15 +34,16 @@ fetch, each delivery, each state write. watch and the pi child never exit by the
 of theirs ends in a kill, and in some trials more mail arrives while they run (copilot-watch too).
 
 Every hook runs as its harness runs it: each call has a session id, the input its harness gives and the
-session's record (tests.entrypoints.HarnessSession: Claude's transcript, Codex's rollout, Gemini's
-chats/session-*.jsonl, Copilot's events.jsonl, OpenCode's store behind a stand-in `opencode export`), and
-the harness adds a hook's answer (additionalContext, a Stop/AfterAgent block's reason, OpenCode's text
-part) to the record only when the hook completed (exit 0); a killed hook's output is dropped. Besides the
+session's record (tests.entrypoints.HarnessSession, where its descriptor says: Claude's transcript, Codex's
+rollout, Copilot's events.jsonl, OpenCode's store behind a stand-in `opencode export`, Kimi's wire.jsonl,
+...), and the harness adds a hook's answer (additionalContext, a Stop block's reason, OpenCode's text part)
+to the record only when the hook completed (exit 0); a killed hook's output is dropped, and the turn goes
+on (what the harness records then: the descriptor's `turn_lines`, e.g. Qwen's model reply). Besides the
 random kills, --answer-kills trials per hook kill it right after its answer: kill -9 the moment its
 stdout (a pipe, as the harness reads it) holds the answer, or the harness's hook timeout (the hook stalls
 0..--after-answer-ms after its answer, then a SIGKILL at --hook-timeout from its start). After some
-trials the session ends (its SessionEnd hook; OpenCode has none: its session.idle hook runs, then the
-session's OpenCode process, the parent of its hooks (tests/sessionhost.py), exits) and a new one starts;
+trials the session ends (its SessionEnd hook; OpenCode has none: its IDLE hook, session.idle, runs, then
+the session's OpenCode process, the parent of its hooks (tests/sessionhost.py), exits) and a new one starts;
 the last session ends before the drain. OpenCode's session.idle also runs after some turns, as the plugin
 runs it. After the trials, unkilled `--once` runs drain the cursor.
 
@@ -75,6 +72,7 @@ a kill after the answer loses nothing. `in_killed_output` counts the mail killed
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import json
 import os
@@ -95,49 +93,38 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kijito_pull.core import process  # noqa: E402
-from kijito_pull.harnesses.opencode.watcher import HOST_ENV as OPENCODE_HOST_ENV  # noqa: E402
-from kijito_pull.harnesses.session.pushwatch import host_token  # noqa: E402
 from kijito_pull.sandbox import Sandbox  # noqa: E402
 from scripts.crash_trials import audit_delivery, check_one_ack_per_kill  # noqa: E402
-from tests.codexqueue import CodexQueue  # noqa: E402
-from tests.copilotext import FakeExtension  # noqa: E402
 from tests.entrypoints import (  # noqa: E402
-    CODEX_SESSION_START,
-    CODEX_STOP,
-    CODEX_WATCH,
-    COPILOT_WATCH,
-    HARNESS_OF,
-    HOOK_EVENTS,
-    HOOKS,
-    NEW_HOOKS,
-    OPENCODE_SESSION_IDLE,
-    OPENCODE_WATCH,
     PI_CHILD,
-    PUSH_WATCHERS,
-    SESSION_END_OF,
-    SESSION_START,
-    STOP,
     WATCH,
     FileEvents,
     HarnessSession,
     PiChild,
     System,
+    crash_entries,
+    descriptor,
+    entry_of,
+    harness_of,
+    hook_entries,
+    hook_event,
     hook_ids,
     hook_text,
     ndjson_events,
     new_ids,
+    push_watchers,
+    session_end_of,
     text_ids,
 )
-from tests.opencodeserver import OpenCodeServer  # noqa: E402
 from tests.sessionhost import SessionHost  # noqa: E402
 from tests.wayin import FATES, LATE, NEVER, REFUSED, TAKEN, WayIn  # noqa: E402
 
 PERSONA = "crashbot"
 OTHERS = ("elsewhere", "noise")
 SENDERS = ("river", "loom", "argus")
-ENTRY_POINTS = (WATCH, PI_CHILD, STOP, SESSION_START, CODEX_STOP, CODEX_SESSION_START, *NEW_HOOKS, *PUSH_WATCHERS)
-ALL_HOOKS = (*HOOKS, *NEW_HOOKS)
+#: Every entry point, from the registry and the harnesses' descriptors (tests/entrypoints.py): a harness
+#: registered before main() runs is in (`crash_entries()`).
+ENTRY_POINTS = crash_entries()
 WATCH_ARGS = ("--wait", "5", "--lock-timeout", "30")
 
 
@@ -196,11 +183,12 @@ class EntryTrials:
                              extra_env={"KIJITO_PULL_MAX_STOP_BLOCKS": "100"})
         # Every hook runs in sessions with its harness's record (confirmation from the record); a session
         # ends now and then (its SessionEnd hook, or for OpenCode its process), and the next one starts.
-        self.claude = entry in ALL_HOOKS  # a hook in a session with a record
-        self.pusher = entry in PUSH_WATCHERS  # a push watcher with a stand-in way into its session
-        self.sessioned = self.claude or self.pusher
-        self.harness = HARNESS_OF.get(entry, "")
-        self.host: SessionHost | None = None  # OpenCode: the session's process, the hooks' parent
+        self.hook = entry in hook_entries()  # a hook in a session with a record
+        self.pusher = entry in push_watchers()  # a push watcher with a stand-in way into its session
+        self.sessioned = self.hook or self.pusher
+        self.harness = harness_of(entry) if self.sessioned else ""
+        self.d = descriptor(self.harness) if self.sessioned else None  # its descriptor
+        self.host: SessionHost | None = None  # HOSTED harnesses: the session's process, the hooks' parent
         self.targets = (BEFORE_PUSH, AFTER_PUSH) if self.pusher else (ANSWER, TIMEOUT)
         self.answer_quota = (args.push_kills if self.pusher else args.answer_kills) if self.sessioned else 0
         self.sessions: list[HarnessSession] = []
@@ -253,10 +241,10 @@ class EntryTrials:
         index = len(self.runs)
         out, err = self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err"
         out.parent.mkdir(exist_ok=True)
-        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.entry in ALL_HOOKS else ""))
+        run = Run(index, kind, out, err, delay=delay, point=point or (RANDOM if self.hook else ""))
         if kind == "drain":
             self._run_once(run)
-        elif self.entry in ALL_HOOKS:
+        elif self.hook:
             self._run_hook(run)
         else:
             self._run_long(run, late_batch)
@@ -288,11 +276,12 @@ class EntryTrials:
     # -- Claude Code sessions ------------------------------------------------------------------------
 
     def new_session(self) -> HarnessSession:
-        session = HarnessSession(self.work / "transcripts", f"crash-{self.seed}-{len(self.sessions):04d}",
-                                 harness=self.harness, home=self.system.work, interactive=self.pusher)
+        name = getattr(self.d, "SESSION_ID", "{}").format(f"crash-{self.seed}-{len(self.sessions):04d}")
+        session = HarnessSession(self.work / "transcripts", name, harness=self.harness, home=self.system.work,
+                                 interactive=self.pusher, project=self.system.project)
         self.sessions.append(session)
         self.session = session
-        if self.harness == "opencode":
+        if getattr(self.d, "HOSTED", False):
             self.host = SessionHost()
         if self.pusher:
             self.way = self.new_way_in(session)
@@ -303,12 +292,8 @@ class EntryTrials:
     def new_way_in(self, session: HarnessSession) -> WayIn:
         assert self.runtime is not None
         seed = self.seed * 1000 + len(self.sessions)
-        if self.entry == COPILOT_WATCH:
-            return FakeExtension(self.runtime, session.transcript, session.id, record_delay=0.3, seed=seed)
-        if self.entry == CODEX_WATCH:
-            return CodexQueue(self.runtime, session, record_delay=0.3, seed=seed)
-        assert self.entry == OPENCODE_WATCH
-        return OpenCodeServer(session, record_delay=0.3, seed=seed)
+        module, _, function = self.d.WAY_IN.partition(":")  # the descriptor names the stand-in
+        return getattr(importlib.import_module(module), function)(self.runtime, session, seed)
 
     def end_session(self) -> Run:
         """The session's end (never killed here). With a SessionEnd hook: it confirms what the record shows
@@ -317,7 +302,7 @@ class EntryTrials:
         A push watcher's way in closes first: the session takes nothing more, and what it took is recorded."""
         if self.way is not None:
             self.way.close()
-        run = self.session_hook(SESSION_END_OF[self.harness] or OPENCODE_SESSION_IDLE, "end")
+        run = self.session_hook(session_end_of(self.harness) or entry_of(self.d.IDLE), "end")
         if self.host is not None:
             self.host.close()
             self.host = None
@@ -330,7 +315,7 @@ class EntryTrials:
         index = len(self.runs)
         run = Run(index, kind, self.work / "runs" / f"{index:05d}.out", self.work / "runs" / f"{index:05d}.err",
                   session=self.session.id)
-        payload = self.system.hook_payload(hook, self.session.id, **self.session.fields(HOOK_EVENTS[hook]))
+        payload = self.system.hook_payload(hook, self.session.id, **self.session.fields(hook_event(hook)))
         proc = self.system.spawn_hook(hook, run.out, run.err, payload=payload, host=self.host)
         self._wait_or_kill(proc, None, run)
         if run.out.read_text(errors="replace").strip() not in ("", "{}"):  # "nothing to do" is {} for some
@@ -342,12 +327,10 @@ class EntryTrials:
         if self.session is None:
             return self.system.hook_payload(self.entry, "crash-session")
         run.session = self.session.id
-        fields = self.session.fields(HOOK_EVENTS[self.entry])
-        if self.entry == SESSION_START:
-            fields["source"] = "startup" if self.session.hooks == 0 else self.rng.choice(("resume", "compact"))
-        elif HOOK_EVENTS[self.entry] == "SessionStart" and self.harness in ("gemini", "copilot") \
-                and self.session.hooks:
-            fields["source"] = "resume"
+        fields = self.session.fields(hook_event(self.entry))
+        resumed = getattr(self.d, "RESUMED", ())  # what a SessionStart after the session's first hook says
+        if hook_event(self.entry) == "SessionStart" and self.session.hooks and resumed:
+            fields["source"] = self.rng.choice(resumed)
         self.session.hooks += 1
         return self.system.hook_payload(self.entry, self.session.id, **fields)
 
@@ -473,11 +456,11 @@ class EntryTrials:
         """The session's watcher as its session-start hook starts it: the hook's input on stdin, what it needs
         to reach the session's way in in its environment (and OpenCode's process as its host)."""
         assert self.way is not None and self.session is not None
-        payload = self.system.hook_payload(self.entry, self.session.id, **self.session.fields(HOOK_EVENTS[self.entry]),
+        payload = self.system.hook_payload(self.entry, self.session.id, **self.session.fields(hook_event(self.entry)),
                                            **self.way.input_fields())
         env = self.way.watcher_env(str(run.index))
         if self.host is not None:
-            env[OPENCODE_HOST_ENV] = host_token(process.proc(self.host.pid))
+            env.update(self.d.watcher_env(self.host.pid))
         proc = self.system.spawn_hook(self.entry, run.out, run.err, payload=payload, env=env)
         run.tag = str(proc.pid) if self.way.tag_is_pid else str(run.index)
         return proc
@@ -551,14 +534,14 @@ class EntryTrials:
             delay = self.rng.uniform(0.0, estimate * 1.1)
         else:
             delay = self.rng.uniform(self.base_s * self.scale * 0.8, estimate * 1.05)
-        late = self.batch_size() if self.entry not in ALL_HOOKS and point == RANDOM and self.rng.random() < 0.4 else 0
+        late = self.batch_size() if not self.hook and point == RANDOM and self.rng.random() < 0.4 else 0
         run = self.spawn("trial", delay if point == RANDOM else None, late, point)
-        if self.entry in ALL_HOOKS and point == RANDOM:  # keep about three in four killed whatever the load
+        if self.hook and point == RANDOM:  # keep about three in four killed whatever the load
             self.scale = min(4.0, max(0.25, self.scale * (1.02 if run.killed else 0.94)))
         if self.sessioned and self.rng.random() < self.args.end_share:
             self.end_session()
-        elif self.harness == "opencode" and self.rng.random() < 0.3:
-            self.session_hook(OPENCODE_SESSION_IDLE, "idle")  # the turn ended (the plugin's session.idle)
+        elif getattr(self.d, "IDLE", None) and self.rng.random() < 0.3:
+            self.session_hook(entry_of(self.d.IDLE), "idle")  # the turn ended (OpenCode: the plugin's session.idle)
         return run
 
     def drain(self) -> None:
@@ -597,7 +580,7 @@ class EntryTrials:
             run.ids, run.seen = self.pushed(run)
             return
         text = run.out.read_text(errors="replace") if run.out.exists() else ""
-        if self.entry in ALL_HOOKS and run.kind != "drain":
+        if self.hook and run.kind != "drain":
             try:
                 answer = hook_text(text)
                 run.seen = hook_ids(text, self.expected)
@@ -610,10 +593,14 @@ class EntryTrials:
             run.answered = answer is not None
             if run.returncode != 0:
                 run.ids = []  # killed: the harness never read it
+                if self.session is not None:
+                    self.session.turn(hook_event(self.entry))  # but its turn goes on without it
                 return
             run.ids = run.seen
-            if answer is not None and self.session is not None:
-                self.session.record(answer, HOOK_EVENTS[self.entry])
+            if self.session is not None:
+                if answer is not None:
+                    self.session.record(answer, hook_event(self.entry))
+                self.session.turn(hook_event(self.entry))
             return
         events, run.torn = ndjson_events(text)
         run.ids = run.seen = new_ids(e for e in events if e.get("persona") == PERSONA)
@@ -628,7 +615,7 @@ class EntryTrials:
         problems.extend(found)
         duplicates = sum(len(w) - 1 for w in delivered_at.values())
         kills = sum(1 for r in self.runs if r.killed)
-        hooks = self.entry in ALL_HOOKS
+        hooks = self.hook
         if hooks or self.pusher:  # one hand-over a batch: a kill repeats at most one
             max_dup, repeated = self._check_hook_repeats(delivered_at, problems, own_kill=self.pusher)
         else:
@@ -750,7 +737,8 @@ class EntryTrials:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--entry", action="append", choices=(*ENTRY_POINTS, "all"),
+    entry_points = crash_entries()  # now: a harness registered since the import is in
+    parser.add_argument("--entry", action="append", choices=(*entry_points, "all"),
                         help="entry point(s) to kill (repeatable; default all)")
     parser.add_argument("--kills", type=int, default=400,
                         help="SIGKILLs at a random moment per entry point (default 400)")
@@ -780,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.push_kills is None:
         args.push_kills = args.answer_kills
-    entries = list(ENTRY_POINTS) if not args.entry or "all" in args.entry else list(dict.fromkeys(args.entry))
+    entries = list(entry_points) if not args.entry or "all" in args.entry else list(dict.fromkeys(args.entry))
     if args.seed is None:
         args.seed = secrets.randbelow(2**31)
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="kijito-crash-entries-"))

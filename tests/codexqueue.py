@@ -87,3 +87,8 @@ class CodexQueue(WayIn):
         self.server.close()
         self.path.unlink(missing_ok=True)
         super().close()
+
+
+def for_session(runtime: Path, session: HarnessSession, seed: int) -> CodexQueue:
+    """The crash trials' way in for a session (kijito_pull/harnesses/codex/testing.py names it)."""
+    return CodexQueue(runtime, session, record_delay=0.3, seed=seed)

@@ -59,3 +59,8 @@ class FakeExtension(WayIn):
     def close(self) -> None:
         self.server.close()
         super().close()
+
+
+def for_session(runtime: Path, session, seed: int) -> FakeExtension:
+    """The crash trials' way in for a session (kijito_pull/harnesses/copilot/testing.py names it)."""
+    return FakeExtension(runtime, session.transcript, session.id, record_delay=0.3, seed=seed)

@@ -7,23 +7,20 @@ way the pi extension does, and copies every line to a file.
 
     once                kijito-pull --once --json --persona P
     watch               kijito-pull watch --persona P          (NDJSON on stdout, or --events-file)
-    hook-session-start  kijito-pull hook claude-session-start  (hook JSON on stdin, in an opted-in project)
-    hook-stop           kijito-pull hook claude-stop
     pi-child            kijito-pull watch --persona P --ack-stdin   (acked by a thread)
-    hook-codex-session-start, hook-codex-stop   kijito-pull hook codex-*  (Codex: `{}` for nothing)
-    hook-gemini-session-start, hook-gemini-after-agent      kijito-pull hook gemini-*   (`{}` for nothing)
-    hook-copilot-session-start, hook-copilot-stop           kijito-pull hook copilot-*
-    hook-opencode-chat-message  kijito-pull hook opencode-chat-message  (the plugin's call; `{"text": ...}`)
-    copilot-watch       kijito-pull hook copilot-watch   (Copilot's push watcher; tests/copilotext.py)
-    codex-watch         kijito-pull hook codex-watch     (Codex's push watcher; tests/codexqueue.py)
-    opencode-watch      kijito-pull hook opencode-watch  (OpenCode's push watcher; tests/opencodeserver.py)
+    hook-NAME           kijito-pull hook NAME, as its harness runs it (its JSON on stdin, in an opted-in
+                        project): every hook its harness's descriptor lists (ENTRY_HOOKS; Claude Code's
+                        keep their first names, hook-session-start and hook-stop)
+    NAME-watch          a harness's push watcher (PUSH_WATCHER), with a stand-in of its way in (WAY_IN)
 
-The hooks of the last three harnesses are not in ENTRIES/HOOKS (the fault matrix and the concurrency test
-cover those); NEW_HOOKS lists them for the crash trials.
+The hooks come from the registry and each harness's descriptor (`<its package>.testing`, below): a new
+harness's are here without an edit to this file. The hooks of MATRIX harnesses (Claude Code, Codex) are in
+ENTRIES/HOOKS (the fault matrix and the concurrency test); the others are NEW_HOOKS, for the crash trials.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -34,8 +31,10 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from kijito_pull.harnesses import registry
 from tests.sessionhost import HostedProc, SessionHost
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,66 +45,106 @@ PYTHONPATH_ENV = "KIJITO_PULL_TEST_PYTHONPATH"
 
 ONCE = "once"
 WATCH = "watch"
-SESSION_START = "hook-session-start"
-STOP = "hook-stop"
 PI_CHILD = "pi-child"
-CODEX_SESSION_START = "hook-codex-session-start"
-CODEX_STOP = "hook-codex-stop"
-#: SessionEnd hands nothing over (it settles the session's pending hand-overs), so it is no entry point of
-#: its own; the crash trials run it to end a session.
-SESSION_END = "hook-session-end"
-CODEX_SESSION_END = "hook-codex-session-end"
-HOOK_NAMES = {SESSION_START: "claude-session-start", STOP: "claude-stop",
-              CODEX_SESSION_START: "codex-session-start", CODEX_STOP: "codex-stop",
-              SESSION_END: "claude-session-end", CODEX_SESSION_END: "codex-session-end"}
-HOOK_EVENTS = {SESSION_START: "SessionStart", STOP: "Stop", CODEX_SESSION_START: "SessionStart",
-               CODEX_STOP: "Stop", SESSION_END: "SessionEnd", CODEX_SESSION_END: "SessionEnd"}
-GEMINI_SESSION_START = "hook-gemini-session-start"
-GEMINI_AFTER_AGENT = "hook-gemini-after-agent"
-GEMINI_SESSION_END = "hook-gemini-session-end"
-COPILOT_SESSION_START = "hook-copilot-session-start"
-COPILOT_STOP = "hook-copilot-stop"
-COPILOT_SESSION_END = "hook-copilot-session-end"
-#: OpenCode's plugin calls these two (extensions/opencode/kijito-pull.js): a user message, a turn's end. An
-#: OpenCode session has no end hook: it ends with its process (the holder of its hand-overs).
-OPENCODE_CHAT_MESSAGE = "hook-opencode-chat-message"
-#: Copilot CLI's push watcher (`kijito-pull hook copilot-watch`, started by copilot-session-start in an
-#: interactive session whose extension listens): a long-running entry point, like watch.
-COPILOT_WATCH = "copilot-watch"
-OPENCODE_SESSION_IDLE = "hook-opencode-session-idle"
-HOOK_NAMES.update({e: e.removeprefix("hook-") for e in (
-    GEMINI_SESSION_START, GEMINI_AFTER_AGENT, GEMINI_SESSION_END, COPILOT_SESSION_START, COPILOT_STOP,
-    COPILOT_SESSION_END, OPENCODE_CHAT_MESSAGE, OPENCODE_SESSION_IDLE)})
-HOOK_EVENTS.update({GEMINI_SESSION_START: "SessionStart", GEMINI_AFTER_AGENT: "AfterAgent",
-                    GEMINI_SESSION_END: "SessionEnd", COPILOT_SESSION_START: "SessionStart", COPILOT_STOP: "Stop",
-                    COPILOT_SESSION_END: "SessionEnd", OPENCODE_CHAT_MESSAGE: "chat.message",
-                    OPENCODE_SESSION_IDLE: "session.idle"})
-CODEX_HOOKS = (CODEX_SESSION_START, CODEX_STOP)
-GEMINI_HOOKS = (GEMINI_SESSION_START, GEMINI_AFTER_AGENT)
-COPILOT_HOOKS = (COPILOT_SESSION_START, COPILOT_STOP)
-OPENCODE_HOOKS = (OPENCODE_CHAT_MESSAGE,)
-NEW_HOOKS = (*GEMINI_HOOKS, *COPILOT_HOOKS, *OPENCODE_HOOKS)
-#: The harness of each hook entry, and the hook that ends one of its sessions (None: its process's end).
-HARNESS_OF = {SESSION_START: "claude", STOP: "claude", SESSION_END: "claude",
-              **{e: e.split("-")[1] for e in HOOK_NAMES if e.split("-")[1] in ("codex", "gemini", "copilot",
-                                                                                "opencode")}}
-#: The other two push watchers, on the same shared code (harnesses/session/pushwatch.py): Codex's (started by
-#: codex-session-start in an interactive session; `codex queue`) and OpenCode's (started by
-#: opencode-chat-message when the session's server listens; `prompt_async`).
-CODEX_WATCH = "codex-watch"
-OPENCODE_WATCH = "opencode-watch"
-PUSH_WATCHERS = (COPILOT_WATCH, CODEX_WATCH, OPENCODE_WATCH)
-# Each reads the input of the hook that started it.
-HOOK_EVENTS.update({COPILOT_WATCH: "SessionStart", CODEX_WATCH: "SessionStart", OPENCODE_WATCH: "chat.message"})
-HOOK_NAMES.update({e: e for e in PUSH_WATCHERS})
-HARNESS_OF.update({COPILOT_WATCH: "copilot", CODEX_WATCH: "codex", OPENCODE_WATCH: "opencode"})
-SESSION_END_OF = {"claude": SESSION_END, "codex": CODEX_SESSION_END, "gemini": GEMINI_SESSION_END,
-                  "copilot": COPILOT_SESSION_END, "opencode": None}
-#: Hook events that end a turn (their answer may block it: `stop_hook_active` says a run of blocks goes on).
-STOP_EVENTS = ("Stop", "AfterAgent")
+
+
+# -- the harnesses' descriptors ---------------------------------------------------------------------------
+# Each hook harness describes itself in `<its package>.testing` (the contract: kijito_pull/harnesses/claude/
+# testing.py): which hooks hand mail over (ENTRY_HOOKS, the crash trials' entry points; MATRIX: also the
+# fault matrix's and the concurrency test's), its session's end (SESSION_END, or IDLE and its process), its
+# push watcher and the stand-in of its way in (PUSH_WATCHER, WAY_IN), its hook input (hook_input), and its
+# record (record_path, record_start, record_lines, record_fields; STORE: a store rewritten whole). Everything
+# below iterates the registry: a harness registered at test time (tests/harnesses/settingstoy) is in.
+
+
+def descriptor(harness: str) -> ModuleType | None:
+    """`harness`'s testing descriptor, or None for a harness that has none (pi, daemon: no hooks)."""
+    module = registry.HARNESSES[harness] + ".testing"
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return None
+
+
+def described() -> list[tuple[str, ModuleType]]:
+    """(name, descriptor) of every registered harness that has one, in the registry's order."""
+    return [(name, d) for name in registry.HARNESSES if (d := descriptor(name)) is not None]
+
+
+def entry_of(hook: str) -> str:
+    """The entry name of `kijito-pull hook NAME`: "hook-NAME" (a push watcher: its own name)."""
+    d = descriptor(hook.split("-", 1)[0])
+    if d is not None and hook == getattr(d, "PUSH_WATCHER", None):
+        return hook
+    return getattr(d, "ENTRY_NAMES", {}).get(hook, "hook-" + hook)
+
+
+def hook_entries(matrix: bool | None = None) -> tuple[str, ...]:
+    """Every harness's hook entry points (`matrix`: only those of MATRIX harnesses, or only the others)."""
+    return tuple(entry_of(h) for _, d in described() if matrix is None or getattr(d, "MATRIX", False) == matrix
+                 for h in d.ENTRY_HOOKS)
+
+
+def push_watchers() -> tuple[str, ...]:
+    return tuple(d.PUSH_WATCHER for _, d in described() if getattr(d, "PUSH_WATCHER", None))
+
+
+def crash_entries() -> tuple[str, ...]:
+    """What scripts/crash_entries.py kills: watch, the pi child, every hook entry point, every push watcher."""
+    return (WATCH, PI_CHILD, *hook_entries(), *push_watchers())
+
+
+def hook_name(entry: str) -> str:
+    """The `kijito-pull hook NAME` an entry runs."""
+    for _, d in described():
+        for hook, name in getattr(d, "ENTRY_NAMES", {}).items():
+            if name == entry:
+                return hook
+    return entry.removeprefix("hook-")
+
+
+def harness_of(entry: str) -> str:
+    return hook_name(entry).split("-", 1)[0]
+
+
+def hook_event(entry: str) -> str:
+    """The harness event of an entry's hook (a push watcher reads the input of the hook that started it)."""
+    found = registry.find_hook(hook_name(entry))
+    assert found is not None, f"no hook {hook_name(entry)!r}"
+    return found[1].event
+
+
+def session_end_of(harness: str) -> str | None:
+    """The entry that ends one of `harness`'s sessions (None: its process's end)."""
+    d = descriptor(harness)
+    end = getattr(d, "SESSION_END", None)
+    return entry_of(end) if end else None
+
+
+def nothing_of(entry: str) -> str:
+    """What the entry's hook prints when it has nothing to say."""
+    return registry.get(harness_of(entry)).nothing
+
+
+SESSION_START, STOP, SESSION_END = (entry_of(h) for h in ("claude-session-start", "claude-stop", "claude-session-end"))
 CLAUDE_HOOKS = (SESSION_START, STOP)
-HOOKS = (SESSION_START, STOP, *CODEX_HOOKS)
-ENTRIES = (ONCE, WATCH, SESSION_START, STOP, PI_CHILD, *CODEX_HOOKS)
+CODEX_HOOKS = tuple(entry_of(h) for h in descriptor("codex").ENTRY_HOOKS)  # type: ignore[union-attr]
+CODEX_SESSION_START, CODEX_STOP = CODEX_HOOKS
+#: The hooks of the fault matrix and the concurrency test; the others' (NEW_HOOKS) are in the crash trials.
+HOOKS = hook_entries(matrix=True)
+NEW_HOOKS = hook_entries(matrix=False)
+ENTRIES = (ONCE, WATCH, SESSION_START, STOP, PI_CHILD, *(h for h in HOOKS if h not in CLAUDE_HOOKS))
+PUSH_WATCHERS = push_watchers()
+COPILOT_WATCH, CODEX_WATCH, OPENCODE_WATCH = "copilot-watch", "codex-watch", "opencode-watch"
+#: Every hook entry of the harnesses registered at import (hand-overs, session ends, idle hooks, push
+#: watchers): its `kijito-pull hook NAME` and its harness event (the functions above see later ones too).
+_ALL = (*hook_entries(), *(e for name, d in described() for e in (session_end_of(name),
+                                                                   getattr(d, "IDLE", None) and entry_of(d.IDLE))
+                           if e), *PUSH_WATCHERS)
+HOOK_NAMES = {e: hook_name(e) for e in _ALL}
+HOOK_EVENTS = {e: hook_event(e) for e in _ALL}
 
 # How the hook text names a message ("Message 2 of 5: id 123, from loom, ...", or in the listing of
 # what did not fit "- Message 7 of 90: id 130, from ..."), and the tail it could not even list.
@@ -182,30 +221,15 @@ class System:
                                     cwd=str(cwd or self.work))
 
     def hook_payload(self, entry: str, session_id: str = "sess-1", **fields: Any) -> str:
-        """The hook's stdin as its harness writes it (the fields each harness's own input has; docs/<harness>.md)."""
-        harness, event = HARNESS_OF[entry], HOOK_EVENTS[entry]
-        if harness == "opencode":  # what the plugin passes (extensions/opencode/kijito-pull.js `facts`)
-            data: dict[str, Any] = {"session_id": session_id, "cwd": str(self.project), "opencode": "",
-                                    "server_url": ""}
-            data.update(fields)
-            return json.dumps(data)
-        data = {"session_id": session_id, "cwd": str(self.project), "hook_event_name": event}
-        if harness == "codex":
-            data.update({"transcript_path": None, "model": "gpt-5-codex", "permission_mode": "default"})
-        elif harness in ("gemini", "copilot"):
-            data["timestamp"] = "2026-12-03T06:00:00.000Z"
-        if event in STOP_EVENTS:
-            data["stop_hook_active"] = False
-            if harness == "codex":
-                data.update({"turn_id": "turn-1", "last_assistant_message": "done"})
-            elif harness == "gemini":
-                data.update({"prompt": "go on", "prompt_response": "done"})
-            elif harness == "copilot":
-                data["stop_reason"] = "end_turn"
-        elif event == "SessionEnd":
-            data["reason"] = {"gemini": "exit", "copilot": "complete"}.get(harness, "other")
-        else:
-            data["source"] = "new" if harness == "copilot" else "startup"
+        """The hook's stdin as its harness writes it: session_id, cwd, hook_event_name (unless the harness
+        names none) and the fields its descriptor's `hook_input` adds (docs/<harness>.md), then `fields`."""
+        d = descriptor(harness_of(entry))
+        assert d is not None, f"{entry}: its harness has no testing descriptor"
+        event = hook_event(entry)
+        data: dict[str, Any] = {"session_id": session_id, "cwd": str(self.project)}
+        if getattr(d, "NAMES_EVENT", True):
+            data["hook_event_name"] = event
+        data.update(d.hook_input(event, session_id))
         data.update(fields)
         return json.dumps(data)
 
@@ -218,9 +242,9 @@ class System:
         text = payload if payload is not None else self.hook_payload(entry, session_id)
         if host is not None:
             with open(out, "ab") as o, open(err, "ab") as e:
-                return host.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], stdin=text.encode(), stdout=o.fileno(),
+                return host.spawn([KIJITO_PULL, "hook", hook_name(entry)], stdin=text.encode(), stdout=o.fileno(),
                                   stderr=e.fileno(), env={**self.env, **(env or {})}, cwd=self.project)
-        proc = self.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], out, err, env=env, stdin=subprocess.PIPE,
+        proc = self.spawn([KIJITO_PULL, "hook", hook_name(entry)], out, err, env=env, stdin=subprocess.PIPE,
                           cwd=self.project)
         return _feed(proc, text)
 
@@ -232,13 +256,13 @@ class System:
             read, write = os.pipe()
             try:
                 with open(err, "ab") as e:
-                    return host.spawn([KIJITO_PULL, "hook", HOOK_NAMES[entry]], stdin=payload.encode(), stdout=write,
+                    return host.spawn([KIJITO_PULL, "hook", hook_name(entry)], stdin=payload.encode(), stdout=write,
                                       stderr=e.fileno(), env={**self.env, **(env or {})}, cwd=self.project,
                                       stdout_reader=os.fdopen(read, "rb", buffering=0))
             finally:
                 os.close(write)
         with open(err, "ab") as e:
-            proc = subprocess.Popen([KIJITO_PULL, "hook", HOOK_NAMES[entry]], stdin=subprocess.PIPE,
+            proc = subprocess.Popen([KIJITO_PULL, "hook", hook_name(entry)], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=e, env={**self.env, **(env or {})},
                                     cwd=str(self.project))
         return _feed(proc, payload)
@@ -292,106 +316,82 @@ def _feed(proc: subprocess.Popen, payload: str) -> subprocess.Popen:
 class HarnessSession:
     """One session of a hook harness as the harness keeps it: a session id and its record, to which the
     harness adds a hook's answer only once the hook completed; a killed hook's output is dropped, never
-    recorded (../shared/harness-notes.md, docs/codex.md, docs/gemini.md, docs/copilot.md, docs/opencode.md).
-    The hooks confirm their hand-overs by finding the messages' markers in it. The record, by harness:
+    recorded (../shared/harness-notes.md, docs/<harness>.md). The hooks confirm their hand-overs by finding
+    the messages' markers in it. Where the record is, how it starts, what a completed hook's answer adds to
+    it, what it records as the turn goes on whatever became of the answer (a killed hook's included) and what
+    the hook input says of it: the harness's descriptor (`record_path`, `record_start`, `record_lines`,
+    `turn_lines`, `record_fields`). A STORE harness's record is a store rewritten whole (OpenCode's: the
+    session's messages, as `opencode export <id>` prints it; `prepare` makes what prints it).
 
-        claude    <directory>/<id>.jsonl, named in every input (`transcript_path`): an attachment line
-        codex     the rollout, the same way: a developer message (`interactive`: its session_meta says
-                  originator codex-tui, as a TUI session's does)
-        gemini    <directory>/chats/session-<id>.jsonl, named in every input: a user record (SessionStart
-                  context inside <hook_context>, an AfterAgent reason as the next prompt)
-        copilot   $HOME/.copilot/session-state/<id>/events.jsonl (`home`), named only in the Stop input:
-                  SessionStart's answer as a hook.end entry, a Stop reason as a user.message
-        opencode  the session in OpenCode's store, as `opencode export <id>` prints it (a stand-in
-                  `opencode` that prints <directory>/<id>.json, rewritten whole, as the store is): the
-                  chat.message text as one more part of the user message
-
-    A push watcher's text (`pushed`), once the session's turn takes it: Codex's rollout gains a user
-    message, OpenCode's store a user message of one text part (`messages_json`: what its server's
+    A push watcher's text (`pushed`), once the session's turn takes it: `pushed_lines` (Codex's rollout gains
+    a user message) or `pushed_parts` (OpenCode's store a user message; `messages_json`: what its server's
     `GET /session/{id}/message` answers). Copilot's push record is tests/copilotext.py's.
     """
 
     def __init__(self, directory: Path, session_id: str, codex: bool = False, *, harness: str | None = None,
-                 home: Path | None = None, interactive: bool = False):
+                 home: Path | None = None, interactive: bool = False, project: Path | None = None):
         self.id = session_id
         self.harness = harness or ("codex" if codex else "claude")
         self.codex = self.harness == "codex"
+        d = descriptor(self.harness)
+        assert d is not None, f"{self.harness} has no testing descriptor"
+        self.d = d
+        self.store = getattr(d, "STORE", False)
+        self.separators = (",", ":") if getattr(d, "COMPACT", False) else None  # how the harness writes JSON
         directory = Path(directory)
-        self.messages: list[dict] = []  # opencode: the session's messages
-        if self.harness == "copilot":
-            assert home is not None, "Copilot's record is found by the session id under $HOME/.copilot"
-            self.transcript = home / ".copilot" / "session-state" / session_id / "events.jsonl"
-        elif self.harness == "gemini":
-            self.transcript = directory / "chats" / f"session-{session_id}.jsonl"
-        elif self.harness == "opencode":
-            self.transcript = directory / f"{session_id}.json"
-            self.binary = directory / "bin" / "opencode"
-        else:
-            self.transcript = directory / f"{session_id}.jsonl"
+        self.messages: list[dict] = []  # a store's messages
+        self.transcript = d.record_path(directory, home or directory, project or directory, session_id)
         self.transcript.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # the harness writes its record from more than one thread (pushes)
-        if self.harness == "opencode":
-            self.binary.parent.mkdir(exist_ok=True)
-            if not self.binary.exists():
-                self.binary.write_text(f'#!/bin/sh\n[ "$1" = export ] && exec cat "{directory}/$2.json"\n')
-                self.binary.chmod(0o755)
+        if self.store:
+            d.prepare(self.transcript)
             self._save()
         else:
-            first = {"claude": {"type": "summary", "sessionId": session_id},
-                     "codex": {"type": "session_meta", "payload": {
-                         "id": session_id, "originator": "codex-tui" if interactive else "codex_exec"}},
-                     "gemini": {"sessionId": session_id, "startTime": "2026-12-03T06:00:00.000Z", "kind": "main"},
-                     "copilot": {"type": "session.start", "data": {"sessionId": session_id}}}[self.harness]
             with self.transcript.open("a") as handle:
-                handle.write(json.dumps(first) + "\n")
+                for line in d.record_start(session_id, interactive):
+                    handle.write(json.dumps(line, separators=self.separators) + "\n")
         self.hooks = 0  # hooks run in this session
 
+    @property
+    def binary(self) -> Path:
+        """A STORE harness's stand-in that prints its store (OpenCode's `opencode`; descriptor `stand_in`)."""
+        return self.d.stand_in(self.transcript)
+
     def fields(self, event: str = "") -> dict[str, Any]:
-        """What the harness's hook input says of the record (Copilot names it only at Stop; OpenCode's
-        plugin names its own binary, which the hook asks for the export)."""
-        if self.harness == "opencode":
-            return {"opencode": str(self.binary)}
-        if self.harness == "copilot" and event != "Stop":
-            return {}
-        return {"transcript_path": str(self.transcript)}
+        """What the harness's hook input says of the record."""
+        return self.d.record_fields(self.transcript, event)
 
     def record(self, text: str, event: str = "") -> None:
-        """What the harness does with a completed hook's answer: the model is given it, the record says so
-        (the text JSON-escaped inside one JSONL line, or a part of an OpenCode message)."""
-        if self.harness == "opencode":
-            self._message([{"type": "text", "text": "go on"}, {"type": "text", "text": text, "synthetic": True}])
+        """What the harness does with a completed hook's answer: the model is given it, the record says so."""
+        if self.store:
+            self._message(self.d.record_parts(text, event, self.hooks))
             return
-        if self.harness == "codex":
-            line: dict[str, Any] = {"type": "response_item", "payload": {
-                "type": "message", "role": "developer", "content": [{"type": "input_text", "text": text}]}}
-        elif self.harness == "gemini":
-            shown = f"<hook_context>{text}</hook_context>\n\ngo on" if event == "SessionStart" else text
-            line = {"id": f"u{self.hooks}", "type": "user", "content": [{"text": shown}]}
-        elif self.harness == "copilot":
-            line = ({"type": "hook.end", "data": {"output": {"additionalContext": text}}} if event == "SessionStart"
-                    else {"type": "user.message", "data": {"content": text}})
-        else:
-            line = {"type": "attachment", "attachment": {"type": "hook_additional_context", "content": [text]}}
-        self._line(line)
+        for line in self.d.record_lines(text, event, self.hooks):
+            self._line(line)
+
+    def turn(self, event: str = "") -> None:
+        """What the harness records as the turn goes on after a hook, whether or not it took the hook's answer
+        (descriptor `turn_lines`, e.g. Qwen's model reply; none for most: nothing there confirms a hand-over)."""
+        for line in getattr(self.d, "turn_lines", lambda event, n: [])(event, self.hooks):
+            self._line(line)
 
     def pushed(self, text: str) -> None:
-        """What the harness records once the turn a push watcher's `text` started is under way (Codex: the
-        queued text as a user message, measured on 0.171.0; OpenCode: the prompt as a user message)."""
-        if self.harness == "opencode":
-            self._message([{"type": "text", "text": text}])
+        """What the harness records once the turn a push watcher's `text` started is under way."""
+        if self.store:
+            self._message(self.d.pushed_parts(text))
             return
-        assert self.harness == "codex", f"{self.harness}'s push record is not kept here"
-        self._line({"type": "response_item", "payload": {"type": "message", "role": "user",
-                                                         "content": [{"type": "input_text", "text": text}]}})
+        assert hasattr(self.d, "pushed_lines"), f"{self.harness}'s push record is not kept here"
+        for line in self.d.pushed_lines(text):
+            self._line(line)
 
     def messages_json(self) -> str:
-        """OpenCode: the session's messages as its server answers them."""
+        """A store's session messages as its server answers them."""
         with self._lock:
             return json.dumps(self.messages)
 
     def _line(self, line: dict) -> None:
         with self._lock, self.transcript.open("a") as handle:
-            handle.write(json.dumps(line) + "\n")
+            handle.write(json.dumps(line, separators=self.separators) + "\n")
 
     def _message(self, parts: list[dict]) -> None:
         with self._lock:
@@ -399,7 +399,7 @@ class HarnessSession:
             self._save()
 
     def _save(self) -> None:
-        """OpenCode's store changes whole (an export never shows half a message)."""
+        """A store changes whole (an export never shows half a message)."""
         tmp = self.transcript.with_name(f".{self.transcript.name}.tmp")
         tmp.write_text(json.dumps({"info": {"id": self.id}, "messages": self.messages}))
         os.replace(tmp, self.transcript)
@@ -452,11 +452,15 @@ def hook_text(stdout: str) -> str | None:
     if data == {}:
         return None
     if "hookSpecificOutput" in data:
-        text = data["hookSpecificOutput"]["additionalContext"]
+        specific = data["hookSpecificOutput"]
+        if specific.get("permissionDecision") == "deny":  # a Stop block as a denial (Kimi Code CLI)
+            text = specific["permissionDecisionReason"]
+        else:
+            text = specific["additionalContext"]
         if "additionalContext" in data:  # Copilot CLI reads the top-level copy
             assert data["additionalContext"] == text, data
-    elif set(data) == {"text"}:  # OpenCode's plugin adds it as one more part of the user message
-        text = data["text"]
+    elif set(data) in ({"text"}, {"message"}):  # one more part of the user message, a message before the prompt
+        text = data["text"] if "text" in data else data["message"]
     else:
         assert data.get("decision") == "block", data
         text = data["reason"]

@@ -20,6 +20,7 @@ import base64
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from kijito_pull.harnesses.opencode.server import PASSWORD_ENV
 from tests.entrypoints import HarnessSession
@@ -109,3 +110,8 @@ class OpenCodeServer(WayIn):
         self.httpd.shutdown()
         self.httpd.server_close()
         super().close()
+
+
+def for_session(runtime: Path, session: HarnessSession, seed: int) -> OpenCodeServer:
+    """The crash trials' way in for a session (kijito_pull/harnesses/opencode/testing.py names it)."""
+    return OpenCodeServer(session, record_delay=0.3, seed=seed)

@@ -11,9 +11,10 @@ concurrent runs of the script:
   the harness's timeout after the hook stalled there. The Claude hooks run in sessions with transcripts,
   and the harness records a hook's answer there only when the hook completed; sessions end now and then;
 - 15 random kills and 10 answer kills of each Codex hook, in sessions with a rollout (issue 13);
-- in a third run (issue 21), 8 random kills and 4 answer kills of each hook of the Gemini CLI (SessionStart,
-  AfterAgent), Copilot CLI (SessionStart, Stop) and OpenCode (the plugin's chat.message) harnesses, each in
-  sessions with its harness's own record (chats/session-*.jsonl, events.jsonl, `opencode export`), and 8
+- in a third run (issue 21), 8 random kills and 4 answer kills of each hook entry point of every other
+  harness (NEW_HOOKS: Gemini CLI, Copilot CLI, OpenCode, Kimi Code CLI, ..., from the registry and each
+  harness's descriptor, tests/entrypoints.py), each in sessions with its harness's own record (its
+  descriptor's; a harness whose descriptor declares a KNOWN_LOSS is left out here and reported), and 8
   random kills and 4 kills at a push of the Codex and OpenCode push watchers (codex-watch with a stand-in
   `codex queue`, opencode-watch with a stand-in of the session's server); and, in the first run, 30 random
   kills and 6 kills at a push of Copilot's push watcher (copilot-watch) with a stand-in extension. A kill at
@@ -29,7 +30,7 @@ the end. The counts asserted below hold whatever the timing (the kinds of target
 stand-ins' fates cycle), not just most of the time.
 
 The Codex hooks confirm from the session's rollout as the Claude hooks do from the transcript, and the
-Gemini, Copilot and OpenCode hooks from their harness's record, so all are held to the same rule: nothing
+other harnesses' hooks from their harness's record, so all are held to the same rule: nothing
 lost, mail in killed answers reaches the model later.
 """
 
@@ -42,6 +43,7 @@ import sys
 
 import pytest
 
+from kijito_pull.harnesses import registry
 from tests.clirunner import REPO
 from tests.entrypoints import (
     CLAUDE_HOOKS,
@@ -54,6 +56,11 @@ from tests.entrypoints import (
     SESSION_START,
     STOP,
     WATCH,
+    crash_entries,
+    descriptor,
+    entry_of,
+    harness_of,
+    hook_event,
 )
 
 MAIN = (WATCH, PI_CHILD, STOP, SESSION_START)
@@ -61,6 +68,25 @@ MAIN_KILLS, ANSWER_KILLS, CODEX_KILLS, CODEX_ANSWER_KILLS = 30, 20, 15, 10
 NEW_KILLS, NEW_ANSWER_KILLS = 8, 4
 COPILOT_PUSH_KILLS = 6  # the new run's watchers: NEW_ANSWER_KILLS
 NEW_WATCHERS = (CODEX_WATCH, OPENCODE_WATCH)
+#: The third run's hooks: every harness's but Claude Code's and Codex's, less those of a KNOWN_LOSS.
+TRIED = tuple(e for e in NEW_HOOKS if not getattr(descriptor(harness_of(e)), "KNOWN_LOSS", None))
+
+
+def test_every_hook_harness_describes_its_own_hooks_and_each_is_a_crash_trial_entry():
+    """A harness with hooks has a descriptor (its package's testing.py) naming only its own hooks, and ends a
+    session one way; each entry hook is in the crash trials' list, with its harness's event."""
+    for harness in registry.all_harnesses():
+        d = descriptor(harness.name)
+        if not harness.hooks:
+            continue
+        assert d is not None, f"{harness.name}: hooks but no testing descriptor"
+        ends = [getattr(d, "SESSION_END", None), getattr(d, "IDLE", None)]
+        named = {*d.ENTRY_HOOKS, getattr(d, "PUSH_WATCHER", None), *ends} - {None}
+        assert named <= {h.name for h in harness.hooks}, (harness.name, named)
+        assert sum(e is not None for e in ends) == 1, (harness.name, ends)
+        for hook in d.ENTRY_HOOKS:
+            assert entry_of(hook) in crash_entries() and harness_of(entry_of(hook)) == harness.name
+            assert hook_event(entry_of(hook)) == harness.hook(hook).event
 
 
 def _start(entries: tuple[str, ...], kills: int, answer_kills: int, seed: int, workdir,
@@ -87,11 +113,11 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     seed = secrets.randbelow(2**31)
     main = _start((*MAIN, COPILOT_WATCH), MAIN_KILLS, ANSWER_KILLS, seed, tmp_path / "main", COPILOT_PUSH_KILLS)
     codex = _start(CODEX_HOOKS, CODEX_KILLS, CODEX_ANSWER_KILLS, seed + 100, tmp_path / "codex")
-    new = _start((*NEW_HOOKS, *NEW_WATCHERS), NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
+    new = _start((*TRIED, *NEW_WATCHERS), NEW_KILLS, NEW_ANSWER_KILLS, seed + 200, tmp_path / "new")
     total, codex_total, new_total = _summary(main), _summary(codex), _summary(new)
     by_entry = {s["entry"]: s for t in (total, codex_total, new_total) for s in t["entries"]}
     context = f"seed={seed}: {json.dumps(by_entry)}"
-    assert set(by_entry) == (set(MAIN) | {COPILOT_WATCH} | set(CODEX_HOOKS) | set(NEW_HOOKS)
+    assert set(by_entry) == (set(MAIN) | {COPILOT_WATCH} | set(CODEX_HOOKS) | set(TRIED)
                              | set(NEW_WATCHERS)), context
 
     assert total["problems"] == [], context
@@ -122,7 +148,7 @@ def test_kill_9_of_watch_pi_child_and_hooks_loses_nothing(tmp_path):
     # The Codex and the Gemini, Copilot and OpenCode hooks: the same rule, with their own numbers of kills.
     for run_total, run, entries, kills, answer_kills in ((codex_total, codex, CODEX_HOOKS, CODEX_KILLS,
                                                           CODEX_ANSWER_KILLS),
-                                                         (new_total, new, NEW_HOOKS, NEW_KILLS, NEW_ANSWER_KILLS)):
+                                                         (new_total, new, TRIED, NEW_KILLS, NEW_ANSWER_KILLS)):
         assert run_total["problems"] == [], context
         assert run.returncode == 0, context
         for entry in entries:

@@ -13,9 +13,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from kijito_pull.harnesses import registry
 
 TOKEN = "settings-toy-token"
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +67,49 @@ def cursor(machine) -> dict:
 
 def test_the_folder_is_small():
     lines = sum(len(p.read_text().splitlines()) for p in FOLDER.glob("*.py"))
-    assert lines <= 60, lines
+    assert lines <= 70, lines  # its descriptor for the shared tests and crash trials (testing.py) included
+
+
+def _site(tmp_path: Path) -> str:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text("from kijito_pull.harnesses import registry\n"
+                                           "registry.HARNESSES['settingstoy'] = 'tests.harnesses.settingstoy'\n")
+    return f"{site}:{REPO}"
+
+
+def test_the_entry_points_and_crash_trials_list_the_toy_from_its_descriptor(monkeypatch):
+    from tests import entrypoints
+
+    toy = {"hook-settingstoy-session-start", "hook-settingstoy-stop"}
+    assert not toy & set(entrypoints.crash_entries())
+    monkeypatch.setitem(registry.HARNESSES, "settingstoy", "tests.harnesses.settingstoy")  # the one registry line
+    assert toy <= set(entrypoints.crash_entries()) and toy <= set(entrypoints.hook_entries(matrix=False))
+    assert entrypoints.session_end_of("settingstoy") == "hook-settingstoy-session-end"
+    data = json.loads(entrypoints.System("http://127.0.0.1:9", "t", Path(tempfile.mkdtemp()), "river")
+                      .hook_payload("hook-settingstoy-stop", "toy-1"))
+    assert data["hook_event_name"] == "Stop" and data["stop_hook_active"] is False and data["session_id"] == "toy-1"
+
+
+@pytest.mark.slow
+def test_the_crash_trials_kill_the_toy_s_hooks_and_lose_nothing(tmp_path):
+    """scripts/crash_entries.py, unedited, over the toy's entry points: the registry line (sitecustomize) is all."""
+    path = _site(tmp_path)
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "crash_entries.py"), "--json", "--seed", "5",
+                           "--entry", "hook-settingstoy-session-start", "--entry", "hook-settingstoy-stop",
+                           "--kills", "3", "--answer-kills", "2", "--hook-timeout", "1.2", "--end-share", "0.2",
+                           "--workdir", str(tmp_path / "crash")],
+                          capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "PYTHONPATH": path, "KIJITO_PULL_TEST_PYTHONPATH": path})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, proc.stderr[-3000:]
+    total = json.loads(lines[-1])
+    assert (proc.returncode, total["problems"]) == (0, []), total
+    by_entry = {s["entry"]: s for s in total["entries"]}
+    assert set(by_entry) == {"hook-settingstoy-session-start", "hook-settingstoy-stop"}, total
+    for s in by_entry.values():
+        assert s["lost"] == 0 and s["delivered"] == s["sent"] > 0 and s["random_kills"] >= 3, s
+        assert s["answer_kills"]["answer"] > 0 and s["in_killed_output_lost"] == 0, s
 
 
 def test_install_doctor_stop_confirmed_from_the_transcript_and_byte_exact_uninstall(sb, machine):

@@ -24,6 +24,8 @@ passes on a hook's environment; what goes to stderr is our own one-line messages
 
 from __future__ import annotations
 
+from typing import Any
+
 from kijito_pull.core.environment import Environment
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.base import INTERACTIVE
@@ -55,7 +57,7 @@ def on_session_start(inp: HookInput, env: Environment) -> int:
     its watcher is armed (after the answer is written)."""
     host = _watched(inp, env)
     extra = (WAKE_SENTENCE.format(persona=inp.persona),) if host is not None else ()
-    handover.answer(inp, env, lambda i, e, out: handover.session_start(i, e, out, extra))
+    handover.answer(inp, env, _noting(lambda i, e, out: handover.session_start(i, e, out, extra)))
     if host is not None:
         from kijito_pull.harnesses.qwen.watcher import HOST_ENV, NAME
         from kijito_pull.harnesses.session import pushwatch
@@ -79,4 +81,21 @@ def on_prompt(inp: HookInput, env: Environment) -> int:
 
 def on_stop(inp: HookInput, env: Environment) -> int:
     """qwen-stop: unseen mail blocks the stop (bounded, handover.stop)."""
-    return handover.answer(inp, env, handover.stop)
+    return handover.answer(inp, env, _noting(handover.stop))
+
+
+def _noting(answer: Any) -> Any:
+    """`answer`, then (its answers written and flushed) the note that lets a reply Qwen records confirm what
+    they handed over (qwen/record.py, rule 2). A hook killed before this leaves no note: its mail is not
+    confirmed by a reply and is claimed back."""
+
+    def run(inp: HookInput, env: Environment, out: handover.Output) -> int:
+        code = answer(inp, env, out)
+        if inp.session_id is not None and out.written:
+            from kijito_pull.core.paths import Paths
+            from kijito_pull.harnesses.qwen import record
+
+            record.answered(Paths(env.environ), inp.session_id, out.written)
+        return code
+
+    return run

@@ -289,14 +289,37 @@ def test_the_record_qwen_names_is_read_by_qwens_rule(qwen, project):
 def test_a_reply_cut_off_mid_line_is_no_reply_yet(qwen, tmp_path):
     from kijito_pull.core.paths import Paths
 
+    from kijito_pull.core import render
+    from kijito_pull.harnesses.qwen import record as qwen_record
+
     record = QwenRecord(Paths(qwen.environ), SID, str(qwen.record))
     record.handing_over()
+    qwen_record.answered(Paths(qwen.environ), SID, [{"context": f"... ({render.ref(PERSONA, 3)}) ..."}])
     with qwen.record.open("a") as handle:
         handle.write('{"uuid":"a1","type":"assistant","message":{"role":"mod')
     assert record.shown(PERSONA, [3]) == set()
     with qwen.record.open("a") as handle:
         handle.write('el","parts":[]}}\n')
     assert record.shown(PERSONA, [3]) == {3}
+
+
+def test_a_reply_confirms_only_what_a_finished_hook_answered_never_a_killed_hooks_mail(qwen):
+    """The crash trials: a hook killed before its answer was out (Qwen drops it) is followed by a reply all the
+    same; that reply must not confirm the killed hook's mail (it would be lost), only what a hook that
+    finished its answer handed over."""
+    from kijito_pull.core import render
+    from kijito_pull.core.paths import Paths
+    from kijito_pull.harnesses.qwen import record as qwen_record
+
+    paths = Paths(qwen.environ)
+    record = QwenRecord(paths, SID, str(qwen.record))
+    record.handing_over()  # the killed hook's hand-over of 3: no note
+    record.handing_over()  # a later hook hands 4 over and finishes
+    qwen_record.answered(paths, SID, [{"reason": f"Message 1 of 1: id 4 ({render.ref(PERSONA, 4)})."}])
+    with qwen.record.open("a") as handle:
+        handle.write(_line({"uuid": "a2", "type": "assistant", "message": {"role": "model", "parts": []}}))
+    assert record.shown(PERSONA, [3, 4]) == {4}
+    assert qwen_record.answered_note(paths, SID).stat().st_mode & 0o777 == 0o600
 
 
 def test_the_api_key_qwen_hands_the_hooks_is_never_written_anywhere(sb, qwen):
