@@ -22,7 +22,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from kijito_pull.harnesses.opencode.server import PASSWORD_ENV
+from kijito_pull.harnesses.opencode.variant import VARIANTS
 from tests.entrypoints import HarnessSession
 from tests.wayin import WayIn
 
@@ -34,7 +34,8 @@ class OpenCodeServer(WayIn):
 
     def __init__(self, session: HarnessSession, **kwargs):
         super().__init__(**kwargs)
-        assert session.harness == "opencode"
+        assert session.harness in VARIANTS  # OpenCode, or Kilo Code CLI under its own names
+        self.variant = VARIANTS[session.harness]
         self.session = session
         way = self
 
@@ -83,15 +84,15 @@ class OpenCodeServer(WayIn):
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    @staticmethod
-    def tag_of(authorization: str) -> str | None:
-        """The tag of a request's basic auth (`opencode:run-<tag>`), or None when it does not log in."""
+    def tag_of(self, authorization: str) -> str | None:
+        """The tag of a request's basic auth (`opencode:run-<tag>`, Kilo: `kilo:`), or None when it does not log
+        in."""
         kind, _, encoded = authorization.partition(" ")
         try:
             user, _, password = base64.b64decode(encoded).decode().partition(":")
         except (ValueError, UnicodeDecodeError):
             return None
-        if kind != "Basic" or user != "opencode" or not password.startswith(_PASSWORD):
+        if kind != "Basic" or user != self.variant.default_user or not password.startswith(_PASSWORD):
             return None
         return password[len(_PASSWORD):]
 
@@ -100,7 +101,7 @@ class OpenCodeServer(WayIn):
 
     def watcher_env(self, tag: str) -> dict[str, str]:
         """The watcher's environment: OpenCode's server password, which tells its requests apart."""
-        return {PASSWORD_ENV: _PASSWORD + tag}
+        return {self.variant.password_env: _PASSWORD + tag}
 
     def input_fields(self) -> dict[str, str]:
         """What the plugin passes the hooks of this session: the server's URL."""
