@@ -287,9 +287,8 @@ def test_the_record_qwen_names_is_read_by_qwens_rule(qwen, project):
 
 
 def test_a_reply_cut_off_mid_line_is_no_reply_yet(qwen, tmp_path):
-    from kijito_pull.core.paths import Paths
-
     from kijito_pull.core import render
+    from kijito_pull.core.paths import Paths
     from kijito_pull.harnesses.qwen import record as qwen_record
 
     record = QwenRecord(Paths(qwen.environ), SID, str(qwen.record))
