@@ -421,3 +421,13 @@ def test_the_readme_sandbox_path_runs_as_written(tmp_path):
     ran = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert "from loom" in ran.stdout and "    hello" in ran.stdout, ran.stdout
+
+
+def test_the_readme_install_table_has_one_row_per_harness_the_registry_knows():
+    """README's "Your harness" table: each harness's `kijito-pull install NAME` and no name the CLI lacks."""
+    from kijito_pull.harnesses import registry
+
+    rows = table_after((REPO / "README.md").read_text(), "| harness | install |")
+    named = [re.findall(r"kijito-pull install ([a-z]+)", install) for _, install in rows]
+    assert sorted(n for found in named for n in found) == sorted(registry.names()), named
+    assert all(len(found) == 1 for found in named), named
