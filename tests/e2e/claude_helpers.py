@@ -7,6 +7,7 @@ first on PATH), and ways to see the waker processes of one state dir.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,6 +58,24 @@ def hook_env(sandbox_url: str, state: Path, **extra: str) -> dict[str, str]:
         "PATH": f"{venv_bin()}{os.pathsep}{os.environ.get('PATH', '')}",
         **extra,
     }
+
+
+def kp(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """This repository's kijito-pull, as a user runs it (inside the namespace, so it reaches the sandbox)."""
+    argv = h.netns().wrap([str(venv_bin() / "kijito-pull"), *args])
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def doctor(env: dict[str, str], cwd: Path) -> dict[str, dict]:
+    """`kijito-pull doctor --json` for the test persona: its findings by check name."""
+    out = kp(env, cwd, "doctor", "--json", "--persona", PERSONA)
+    found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return {f["check"]: f for f in found}
+
+
+def unseen(env: dict[str, str], project: Path) -> str:
+    """The test persona's mail that no hand-over has confirmed yet (`--once --peek`: read, nothing marked)."""
+    return kp(env, project, "--once", "--peek", "--persona", PERSONA).stdout
 
 
 def hook_pids(state: Path, hook: str) -> list[int]:

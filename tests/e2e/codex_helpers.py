@@ -63,10 +63,7 @@ def codex_env(harness: h.Harness, home: Path, sandbox_url: str, state: Path, **e
     return env
 
 
-def kp(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """This repository's kijito-pull, as a user runs it (inside the namespace, so it reaches the sandbox)."""
-    argv = h.netns().wrap([str(ch.venv_bin() / "kijito-pull"), *args])
-    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+kp = ch.kp  # the shared one, under the name this harness's tests use
 
 
 def run_exec(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extra: str,
@@ -80,10 +77,7 @@ def hooks_file(home: Path) -> Path:
     return home / ".codex" / "hooks.json"
 
 
-def doctor(env: dict[str, str], cwd: Path) -> dict[str, dict]:
-    out = kp(env, cwd, "doctor", "--json", "--persona", ch.PERSONA)
-    found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    return {f["check"]: f for f in found}
+doctor = ch.doctor
 
 
 def rollout_lines(home: Path, session_id: str) -> list[dict]:

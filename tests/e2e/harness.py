@@ -479,6 +479,26 @@ class HarnessProcess:
         self.kill()
 
 
+def run_headless(cmd: Sequence[str], *, env: dict[str, str], cwd: os.PathLike | str, name: str, timeout: float,
+                 settle: Callable[[HarnessProcess], object] | None = None) -> subprocess.CompletedProcess:
+    """A harness's headless run (`qwen -p …`, `gemini -p …`) in the namespace, to its end: its output, or an
+    AssertionError with its diagnostics when it does not end within `timeout` s. The whole group is killed
+    after; `settle(proc)`, when given, runs first (to let a hook the harness leaves running by design end)."""
+    argv = netns().wrap(list(cmd))
+    proc = HarnessProcess(argv, env=env, cwd=cwd, stdin_pipe=False, name=name)
+    try:
+        rc = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        diag = proc.diagnostics()
+        proc.kill()
+        raise AssertionError(f"{name} did not end within {timeout:g} s\n{diag}") from None
+    if settle is not None:
+        settle(proc)
+    out, err = proc.stdout_text(), proc.stderr_text()
+    proc.kill()
+    return subprocess.CompletedProcess(argv, rc, out, err)
+
+
 def kill_all() -> None:
     """Kill every harness process (and its process group) still registered."""
     with _LIVE_LOCK:

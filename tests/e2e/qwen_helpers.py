@@ -61,29 +61,12 @@ def qwen_env(harness: h.Harness, home: Path, model_url: str, sandbox_url: str, s
 def run_p(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extra: str,
           timeout: float = 90) -> subprocess.CompletedProcess:
     """`qwen -p PROMPT --yolo` (headless), in the namespace; the whole group is killed on timeout."""
-    argv = h.netns().wrap(harness.cmd("-p", prompt, "--yolo", *extra))
-    proc = h.HarnessProcess(argv, env=env, cwd=cwd, stdin_pipe=False, name="qwen-p")
-    try:
-        rc = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        diag = proc.diagnostics()
-        proc.kill()
-        raise AssertionError(f"qwen -p did not end within {timeout:g} s\n{diag}") from None
-    out, err = proc.stdout_text(), proc.stderr_text()
-    proc.kill()
-    return subprocess.CompletedProcess(argv, rc, out, err)
+    return h.run_headless(harness.cmd("-p", prompt, "--yolo", *extra), env=env, cwd=cwd, name="qwen -p",
+                          timeout=timeout)
 
 
-def kp(env: dict[str, str], cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    """This repository's kijito-pull, as a user runs it (inside the namespace, so it reaches the sandbox)."""
-    argv = h.netns().wrap([str(ch.venv_bin() / "kijito-pull"), *args])
-    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def doctor(env: dict[str, str], cwd: Path) -> dict[str, dict]:
-    out = kp(env, cwd, "doctor", "--json", "--persona", ch.PERSONA)
-    found = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    return {f["check"]: f for f in found}
+kp = ch.kp  # the shared ones, under the names this harness's tests use
+doctor = ch.doctor
 
 
 def chat_records(home: Path) -> list[Path]:

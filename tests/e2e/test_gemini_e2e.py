@@ -45,10 +45,6 @@ def project(env, tmp_path) -> Path:
     return folder
 
 
-def _unseen(env: dict[str, str], project: Path) -> str:
-    return gm.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
-
-
 def _mail_requests(fm: FakeModel, needle: str) -> list[dict]:
     return [r for r in gm.stream_requests(fm) if needle in fm.text_of(r)]
 
@@ -84,7 +80,7 @@ def test_headless_gets_waiting_mail_at_session_start_once_confirmed_from_the_rec
     assert len(held) == 1 and held[0]["holder"].startswith("gemini:"), held
     assert "kijito-ref:" in _record_text(e2e_home) and "MAIL-WAITING" in _record_text(e2e_home)
     assert cx.pending(env, project) == []  # confirmed: found in Gemini's record
-    assert "MAIL-WAITING" not in _unseen(env, project)
+    assert "MAIL-WAITING" not in ch.unseen(env, project)
     again = gm.run_p(gemini_harness, env, project, "next task")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "MAIL-WAITING" not in fake_model.text_of(gm.stream_requests(fake_model)[-1])
@@ -111,7 +107,7 @@ def test_headless_gets_mail_sent_mid_run_at_after_agent_once(
     assert "Agent execution blocked" in run.stderr  # Gemini's own word for the refused turn end
     assert "reply 1" in run.stdout and "reply 2" in run.stdout
     assert cx.pending(env, project) == []  # the second AfterAgent confirmed it from the record
-    assert "MAIL-MIDRUN" not in _unseen(env, project)
+    assert "MAIL-MIDRUN" not in ch.unseen(env, project)
 
 
 def test_not_opted_in_sends_nothing_to_kijito(gemini_harness, fake_model, sandbox, env, project, tmp_path) -> None:

@@ -45,10 +45,6 @@ def project(env, tmp_path) -> Path:
     return folder
 
 
-def _unseen(env: dict[str, str], project: Path) -> str:
-    return qw.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
-
-
 def _mail_requests(fm: FakeModel, needle: str) -> list[dict]:
     return [r for r in qw.chat_requests(fm) if needle in fm.text_of(r)]
 
@@ -86,7 +82,7 @@ def test_headless_gets_waiting_mail_at_session_start_once_confirmed_from_the_rec
     # The record never shows SessionStart context: the reply recorded after the hand-over confirmed it.
     assert "MAIL-WAITING" not in _record_text(e2e_home) and '"type":"assistant"' in _record_text(e2e_home)
     assert cx.pending(env, project) == []
-    assert "MAIL-WAITING" not in _unseen(env, project)
+    assert "MAIL-WAITING" not in ch.unseen(env, project)
     again = qw.run_p(qwen_harness, env, project, "next task")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "MAIL-WAITING" not in fake_model.text_of(qw.chat_requests(fake_model)[-1])
@@ -112,7 +108,7 @@ def test_headless_gets_mail_sent_mid_run_at_stop_once(qwen_harness, fake_model, 
     assert _handed_times(fake_model, "MAIL-MIDRUN") == 1
     assert "reply 1." in run.stdout and "reply 2." in run.stdout
     assert cx.pending(env, project) == []  # the second Stop confirmed it: a reply recorded after the block
-    assert "MAIL-MIDRUN" not in _unseen(env, project)
+    assert "MAIL-MIDRUN" not in ch.unseen(env, project)
 
 
 def test_not_opted_in_sends_nothing_to_kijito(qwen_harness, fake_model, sandbox, env, project, tmp_path) -> None:
@@ -209,7 +205,7 @@ def test_tui_gets_mail_sent_before_the_first_prompt_as_its_context_confirmed_fro
         assert ch.wait_until(lambda: cx.pending(env, project) == [], 20), cx.pending(env, project)
         assert _handed_times(fake_model, "MAIL-TUI-PROMPT") == 1
         assert not ch.hook_pids(state, "qwen-watch")
-    assert "MAIL-TUI-PROMPT" not in _unseen(env, project)
+    assert "MAIL-TUI-PROMPT" not in ch.unseen(env, project)
 
 
 def test_tui_quit_before_any_prompt_gives_the_session_start_mail_back(
@@ -224,7 +220,7 @@ def test_tui_quit_before_any_prompt_gives_the_session_start_mail_back(
         # SessionEnd: the record shows no reply after the hand-over, so the mail is unseen again at once.
         assert ch.wait_until(lambda: cx.pending(env, project) == [], 20), (cx.pending(env, project), tui.capture())
     assert not qw.chat_requests(fake_model)
-    assert "MAIL-TUI-UNREAD" in _unseen(env, project)
+    assert "MAIL-TUI-UNREAD" in ch.unseen(env, project)
 
 
 def test_tui_idle_session_is_woken_by_new_mail_within_2s_through_its_inbox_and_a_busy_one_at_the_turn_end(
@@ -268,7 +264,7 @@ def test_tui_idle_session_is_woken_by_new_mail_within_2s_through_its_inbox_and_a
         assert during and busy is not None, (tui.capture(), cx.watch_logs(state))
         assert ch.wait_until(lambda: cx.pending(env, project) == [], 30, step=0.5), cx.pending(env, project)
         assert _handed_times(fake_model, "MAIL-BUSY: CI is green again") == 1
-    assert "MAIL-" not in _unseen(env, project)
+    assert "MAIL-" not in ch.unseen(env, project)
 
 
 @pytest.mark.parametrize("armed_first", [True, False], ids=["after-armed", "at-once"])
