@@ -37,15 +37,18 @@ def claude() -> h.Harness:
     return h.require_harness("claude")
 
 
-def _env(sandbox, state: Path, config: Path) -> dict[str, str]:
-    return ch.hook_env(sandbox.url, state, KIJITO_PULL_CONFIG=str(config))
-
-
-def _sender(env: dict[str, str], marker: str, timeout: float) -> subprocess.Popen:
+def _start(sandbox, state: Path, tmp_path: Path, config: str, marker: str, timeout: float) \
+        -> tuple[dict[str, str], Path, subprocess.Popen, int]:
+    """River's hook environment with `config` as its config file, an opted-in project, and a running
+    `kijito-pull send --wait seen --timeout TIMEOUT` of a mail marked `marker`, with the mail's id once posted."""
+    (tmp_path / "config.toml").write_text(config)
+    env = ch.hook_env(sandbox.url, state, KIJITO_PULL_CONFIG=str(tmp_path / "config.toml"))
+    project = ch.make_project(tmp_path)
     argv = [str(ch.venv_bin() / "kijito-pull"), "send", "--to", ch.PERSONA, "--from", "loom", "--wait", "seen",
             "--timeout", str(timeout), "--json", f"{marker}: please look"]
-    return subprocess.Popen(h.netns().wrap(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    sender = subprocess.Popen(h.netns().wrap(argv), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    return env, project, sender, _posted(sandbox, marker)
 
 
 def _posted(sandbox, marker: str, timeout: float = 15) -> int:
@@ -58,10 +61,10 @@ def _posted(sandbox, marker: str, timeout: float = 15) -> int:
     raise AssertionError(f"{marker} was never sent")
 
 
-def _finish(sender: subprocess.Popen, timeout: float) -> tuple[int, dict, str, float]:
-    """The sender's exit status, its JSON, its stderr and the wall time it exited at (seen by a watcher)."""
+def _finish(sender: subprocess.Popen, timeout: float) -> tuple[int, dict, str]:
+    """The sender's exit status, its JSON and its stderr."""
     out, err = sender.communicate(timeout=timeout)
-    return sender.returncode, json.loads(out), err, time.time()
+    return sender.returncode, json.loads(out), err
 
 
 def _watch_exit(sender: subprocess.Popen) -> dict[str, float]:
@@ -83,29 +86,22 @@ def _cursor_file(state: Path) -> Path:
 def test_send_wait_seen_returns_within_2s_of_the_confirmation_by_claude_p(
     claude: h.Harness, netns: h.NetNS, sandbox, state: Path, e2e_home: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text("[personas.river]\nmark_read = true\n")
-    env = _env(sandbox, state, config)
-    project = ch.make_project(tmp_path)
-    sender = _sender(env, "RECEIPT-MAIL", timeout=90)
-    ident = _posted(sandbox, "RECEIPT-MAIL")
+    env, project, sender, ident = _start(sandbox, state, tmp_path, "[personas.river]\nmark_read = true\n",
+                                         "RECEIPT-MAIL", timeout=90)
     ended = _watch_exit(sender)
     with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
         result = h.run_claude_p(claude, "summarize the task", base_url=fm.url, home=e2e_home, cwd=project,
                                 plugin_dirs=[ch.PLUGIN], env=env, timeout=90)
         assert result.returncode == 0, result.stderr[-3000:]
         assert any("RECEIPT-MAIL" in fm.text_of(r) for r in fm.model_requests)  # the model had it
-    out, err = sender.communicate(timeout=30)
-    assert sender.returncode == 0, (out, err)
-    sent = json.loads(out)
+    code, sent, err = _finish(sender, timeout=30)
+    assert code == 0, (sent, err)
     assert sent["id"] == ident and sent["result"] == "seen" and sent["journey"]["state"] == "seen"
     [confirmed] = confirmations.read(_cursor_file(state), ids=[ident])
     assert confirmed.holder.startswith("claude:")
     assert 0 <= ended["at"] - confirmed.at <= budget(RECEIPT_BUDGET), (ended["at"] - confirmed.at, sent["states"])
     # track, afterwards: read at Kijito, confirmed here by the session's record, with its time.
-    track = subprocess.run(h.netns().wrap([str(ch.venv_bin() / "kijito-pull"), "track", str(ident), "--persona",
-                                           ch.PERSONA, "--json"]), env=env, capture_output=True, text=True,
-                           timeout=30)
+    track = ch.kp(env, project, "track", str(ident), "--persona", ch.PERSONA, "--json", timeout=30)
     steps = json.loads(track.stdout)["steps"]
     local = next(s for s in steps if s["where"] == journey.LOCAL)
     assert local["state"] == "confirmed" and local["harness"] == "claude" and local["at"]
@@ -114,18 +110,14 @@ def test_send_wait_seen_returns_within_2s_of_the_confirmation_by_claude_p(
 def test_a_recipient_running_without_receipts_is_reported_with_what_is_known(
     claude: h.Harness, netns: h.NetNS, sandbox, state: Path, e2e_home: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text("")  # receipts off for river
-    env = _env(sandbox, state, config)
-    project = ch.make_project(tmp_path)
-    sender = _sender(env, "NO-RECEIPT-MAIL", timeout=120)
-    ident = _posted(sandbox, "NO-RECEIPT-MAIL")
+    env, project, sender, ident = _start(sandbox, state, tmp_path, "", "NO-RECEIPT-MAIL",  # receipts off for river
+                                         timeout=120)
     with FakeModel(lambda r: "ok", bind=netns.listen) as fm:
         result = h.run_claude_p(claude, "summarize the task", base_url=fm.url, home=e2e_home, cwd=project,
                                 plugin_dirs=[ch.PLUGIN], env=env, timeout=90)
         assert result.returncode == 0, result.stderr[-3000:]
     started = time.monotonic()
-    code, sent, err, _ = _finish(sender, timeout=60)
+    code, sent, err = _finish(sender, timeout=60)
     assert code == 1, err
     assert time.monotonic() - started < 30  # said when river's cursor appeared here, not at the 120 s
     assert sent["result"] == "no_receipts" and sent["seen"] is False
@@ -139,12 +131,8 @@ def test_a_recipient_running_without_receipts_is_reported_with_what_is_known(
 def test_a_hand_over_killed_before_confirmation_is_never_reported_seen(
     claude: h.Harness, netns: h.NetNS, sandbox, state: Path, e2e_home: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text("[personas.river]\nmark_read = true\n")
-    env = _env(sandbox, state, config)
-    project = ch.make_project(tmp_path)
-    sender = _sender(env, "KILLED-MAIL", timeout=25)
-    ident = _posted(sandbox, "KILLED-MAIL")
+    env, project, sender, ident = _start(sandbox, state, tmp_path, "[personas.river]\nmark_read = true\n",
+                                         "KILLED-MAIL", timeout=25)
     release = threading.Event()
 
     def reply(request: dict) -> str:
@@ -165,7 +153,7 @@ def test_a_hand_over_killed_before_confirmation_is_never_reported_seen(
         finally:
             release.set()
             proc.kill()
-        code, sent, err, _ = _finish(sender, timeout=60)
+        code, sent, err = _finish(sender, timeout=60)
     assert code == 1, (sent, err)
     assert sent["result"] == "timeout" and sent["seen"] is False
     assert sent["journey"]["state"] == "handed_over"
