@@ -431,3 +431,11 @@ def test_the_readme_install_table_has_one_row_per_harness_the_registry_knows():
     named = [re.findall(r"kijito-pull install ([a-z]+)", install) for _, install in rows]
     assert sorted(n for found in named for n in found) == sorted(registry.names()), named
     assert all(len(found) == 1 for found in named), named
+
+
+def test_the_changelog_names_every_harness_install_takes():
+    from kijito_pull.harnesses import registry
+
+    text = (REPO / "CHANGELOG.md").read_text()
+    [targets] = re.findall(r"`kijito-pull install ([a-z|]+)`", text)
+    assert targets.split("|") == list(registry.names())
