@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 
-from tests.redisserver import REQUIRE_ENV, free_port
+from tests.redisserver import free_port
+from tests.required import missing
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -34,10 +34,7 @@ def binaries() -> tuple[str, str]:
     """(chromium, chromedriver); skips the test when either is missing (fails under KIJITO_PULL_REQUIRE_E2E=1)."""
     driver = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     if not (os.access(CHROMIUM, os.X_OK) and os.access(driver, os.X_OK)):
-        msg = "Chromium is not installed (apt-get install chromium chromium-driver; .ci/run installs them)"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{msg}; {REQUIRE_ENV}=1 requires it", pytrace=False)
-        pytest.skip(msg)
+        missing("Chromium is not installed (apt-get install chromium chromium-driver; .ci/run installs them)")
     return CHROMIUM, driver
 
 

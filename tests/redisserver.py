@@ -7,7 +7,6 @@ test, except under KIJITO_PULL_REQUIRE_E2E=1 (.ci/run installs it), where it is 
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
+from tests.required import missing
 
 
 def free_port() -> int:
@@ -110,10 +109,7 @@ def binary() -> str:
     """redis-server's path; skips the test when it is missing (fails under KIJITO_PULL_REQUIRE_E2E=1)."""
     found = shutil.which("redis-server")
     if found is None:
-        msg = "redis-server is not installed (apt-get install redis-server; .ci/run installs it)"
-        if os.environ.get(REQUIRE_ENV) == "1":
-            pytest.fail(f"{msg}; {REQUIRE_ENV}=1 requires it", pytrace=False)
-        pytest.skip(msg)
+        missing("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
     return found
 
 

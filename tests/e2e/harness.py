@@ -39,10 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.required import REQUIRE_ENV, missing  # noqa: F401 (REQUIRE_ENV: h.REQUIRE_ENV in the tests)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HARNESS_NAMES = ("claude", "claude2", "codex", "pi073", "pi1", "copilot", "gemini", "opencode", "kimi", "qwen",
                  "kilo")
-REQUIRE_ENV = "KIJITO_PULL_REQUIRE_E2E"
 
 # Environment prefixes stripped from the parent environment so a test run inside an agent
 # session (or with a developer's keys set) cannot leak settings into the harness under test.
@@ -145,16 +146,10 @@ def find_harness(name: str) -> Harness | None:
 def require_harness(name: str) -> Harness:
     """The harness, or skip the test when it is not installed -- unless ``KIJITO_PULL_REQUIRE_E2E=1``
     (CI), where a missing harness is a failure."""
-    import pytest
-
     harness = find_harness(name)
     if harness is not None:
         return harness
-    msg = f"harness {name!r} is not installed under {harness_dir()} (run scripts/install-harnesses)"
-    if os.environ.get(REQUIRE_ENV) == "1":
-        pytest.fail(f"{msg}; {REQUIRE_ENV}=1 requires it", pytrace=False)
-    pytest.skip(msg)
-    raise AssertionError("unreachable")
+    missing(f"harness {name!r} is not installed under {harness_dir()} (run scripts/install-harnesses)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from kijito_pull.sandbox import Sandbox
 from tests.e2e import harness as h
 from tests.e2e import pi_helpers as ph
 from tests.e2e.fakemodel import FakeModel, text_of
+from tests.required import missing
 from tests.waiting import budget
 
 pytestmark = pytest.mark.e2e
@@ -602,9 +603,7 @@ def test_tui_session_is_woken_and_its_child_ends_with_it(pi_harness: h.Harness, 
     """The TUI is interactive too: the status line shows the watch, mail wakes the idle agent, and
     quitting pi ends the child."""
     if shutil.which("tmux") is None:
-        if os.environ.get(h.REQUIRE_ENV) == "1":
-            pytest.fail("tmux is required for the pi TUI test", pytrace=False)
-        pytest.skip("tmux not installed")
+        missing("tmux is not installed (the pi TUI test drives pi through it)")
     tui, log = ph.start_pi_tui(pi_harness, sb=sb, model=fake_model, root=tmp_path, project=project,
                                state_dir=tmp_path / "state")
     with tui:
