@@ -43,17 +43,8 @@ def copilot_env(harness: h.Harness, home: Path, model_url: str, sandbox_url: str
 def run_p(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extra: str,
           timeout: float = 120) -> subprocess.CompletedProcess:
     """`copilot -p PROMPT --allow-all-tools` (headless), in the namespace; the group is killed on timeout."""
-    argv = h.netns().wrap(harness.cmd("-p", prompt, "--allow-all-tools", *extra))
-    proc = h.HarnessProcess(argv, env=env, cwd=cwd, stdin_pipe=False, name="copilot-p")
-    try:
-        rc = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        diag = proc.diagnostics()
-        proc.kill()
-        raise AssertionError(f"copilot -p did not end within {timeout:g} s\n{diag}") from None
-    out, err = proc.stdout_text(), proc.stderr_text()
-    proc.kill()
-    return subprocess.CompletedProcess(argv, rc, out, err)
+    return h.run_headless(harness.cmd("-p", prompt, "--allow-all-tools", *extra), env=env, cwd=cwd, name="copilot -p",
+                          timeout=timeout)
 
 
 def model_requests(fm) -> list[dict]:

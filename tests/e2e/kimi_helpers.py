@@ -73,20 +73,10 @@ def kimi_env(harness: h.Harness, home: Path, sandbox_url: str, state: Path, bin_
 def run_p(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extra: str,
           timeout: float = 90) -> subprocess.CompletedProcess:
     """`kimi -p PROMPT` (headless), in the namespace; the whole group is killed on timeout."""
-    argv = h.netns().wrap(harness.cmd("-p", prompt, *extra))
-    proc = h.HarnessProcess(argv, env=env, cwd=cwd, stdin_pipe=False, name="kimi-p")
-    try:
-        rc = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        diag = proc.diagnostics()
-        proc.kill()
-        raise AssertionError(f"kimi -p did not end within {timeout:g} s\n{diag}") from None
-    out, err = proc.stdout_text(), proc.stderr_text()
     # A settler a Stop hook started (kimi-settle) outlives `kimi -p` by design; it carries the run's tag, so
-    # the kill below would end it: let it finish first (it looks for at most 30 s).
-    ch.wait_until(lambda: not settlers(proc.tag), 40)
-    proc.kill()
-    return subprocess.CompletedProcess(argv, rc, out, err)
+    # the kill after the run would end it: let it finish first (it looks for at most 30 s).
+    return h.run_headless(harness.cmd("-p", prompt, *extra), env=env, cwd=cwd, name="kimi -p", timeout=timeout,
+                          settle=lambda proc: ch.wait_until(lambda: not settlers(proc.tag), 40))
 
 
 def settlers(tag: str) -> list[int]:

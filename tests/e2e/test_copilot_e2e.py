@@ -48,10 +48,6 @@ def _handed_times(fm: FakeModel, needle: str) -> int:
     return fm.text_of(cp.model_requests(fm)[-1]).count(needle)
 
 
-def _unseen(env: dict[str, str], project: Path) -> str:
-    return cx.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
-
-
 def test_headless_gets_waiting_mail_at_session_start_once_confirmed_from_the_record(
         copilot_harness, fake_model, sandbox, env, project, e2e_home) -> None:
     sandbox.send(ch.PERSONA, "loom", "MAIL-WAITING: the deploy key rotated")
@@ -72,7 +68,7 @@ def test_headless_gets_waiting_mail_at_session_start_once_confirmed_from_the_rec
     assert held["holder"].startswith("copilot:"), held
     assert any("kijito-ref:" in p.read_text() for p in cp.records(e2e_home))
     assert cx.pending(env, project) == []
-    assert "MAIL-WAITING" not in _unseen(env, project)
+    assert "MAIL-WAITING" not in ch.unseen(env, project)
 
 
 def test_headless_gets_mail_sent_mid_run_at_stop_once(copilot_harness, fake_model, sandbox, env, project) -> None:
@@ -93,7 +89,7 @@ def test_headless_gets_mail_sent_mid_run_at_stop_once(copilot_harness, fake_mode
     assert last["role"] == "user" and "MAIL-MIDRUN: build is red" in str(last["content"]), last
     assert _handed_times(fake_model, "MAIL-MIDRUN") == 1
     assert cx.pending(env, project) == []
-    assert "MAIL-MIDRUN" not in _unseen(env, project)
+    assert "MAIL-MIDRUN" not in ch.unseen(env, project)
 
 
 def test_not_opted_in_sends_nothing_to_kijito(copilot_harness, fake_model, sandbox, env, project, tmp_path) -> None:
@@ -172,7 +168,7 @@ def test_tui_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_at_th
         assert fake_model.text_of(busy).count("MAIL-BUSY: CI is green again") == 1
         # both confirmed from the session's events.jsonl: nothing pending, nothing unseen, each shown once
         assert ch.wait_until(lambda: not cx.pending(env, project), 30, step=0.5), cx.pending(env, project)
-        assert "MAIL-" not in _unseen(env, project)
+        assert "MAIL-" not in ch.unseen(env, project)
         [record] = cp.records(e2e_home)
         users = [json.loads(line)["data"].get("content", "") for line in record.read_text().splitlines()
                  if json.loads(line).get("type") == "user.message"]

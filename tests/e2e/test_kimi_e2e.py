@@ -44,10 +44,6 @@ def project(env, tmp_path) -> Path:
     return folder
 
 
-def _unseen(env: dict[str, str], project: Path) -> str:
-    return gm.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
-
-
 def _handed_times(fm: FakeModel, needle: str) -> int:
     """How many times the mail was handed over, as the last request's conversation shows it."""
     return fm.text_of(km.stream_requests(fm)[-1]).count(needle)
@@ -79,7 +75,7 @@ def test_headless_gets_waiting_mail_in_the_first_model_request_once_confirmed_fr
     assert len(held) == 1 and held[0]["holder"].startswith("kimi:session_"), held
     assert "kijito-ref:" in _wire_text(e2e_home) and "MAIL-WAITING" in _wire_text(e2e_home)
     assert cx.pending(env, project) == []  # confirmed by the Stop hook: found in Kimi's wire.jsonl
-    assert "MAIL-WAITING" not in _unseen(env, project)
+    assert "MAIL-WAITING" not in ch.unseen(env, project)
     again = km.run_p(kimi_harness, env, project, "next task")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "MAIL-WAITING" not in fake_model.text_of(km.stream_requests(fake_model)[-1])
@@ -106,7 +102,7 @@ def test_headless_gets_mail_sent_mid_run_at_stop_once_and_the_settler_confirms_i
     assert "reply 1" in run.stdout and "reply 2" in run.stdout
     # Kimi runs no hook after the continuation under -p: the settler the Stop hook started confirms it.
     assert ch.wait_until(lambda: cx.pending(env, project) == [], 30), cx.pending(env, project)
-    assert "MAIL-MIDRUN" not in _unseen(env, project)
+    assert "MAIL-MIDRUN" not in ch.unseen(env, project)
     again = km.run_p(kimi_harness, env, project, "next task")
     assert again.returncode == 0, again.stderr[-3000:]
     assert len(km.stream_requests(fake_model)) == 3
