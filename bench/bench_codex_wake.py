@@ -77,7 +77,7 @@ def codex_tui(daemon: bool, reply: Reply = "ok") -> Iterator[CodexSession]:
     cx.write_config(home, model.url, trusted_projects=(project,))
     env = cx.codex_env(harness, home, sb.url, state)
     try:
-        installed = cx.kp(env, project, "install", "codex", "--user", "--trust")
+        installed = ch.kp(env, project, "install", "codex", "--user", "--trust")
         if installed.returncode != 0:
             raise SystemExit(f"install failed: {installed.stderr}")
         tui = cx.start_tui(harness, env, project, model, daemon=daemon)

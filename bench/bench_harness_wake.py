@@ -136,7 +136,7 @@ def bench_copilot(args: argparse.Namespace) -> dict:
         state = root / "state"
         env = cp.copilot_env(harness, home, model.url, sb.url, state)
         project = ch.make_project(root)
-        if cx.kp(env, project, "install", "copilot", "--user").returncode != 0:
+        if ch.kp(env, project, "install", "copilot", "--user").returncode != 0:
             raise SystemExit("install copilot failed")
         tui = cp.start_tui(harness, env, project)
         try:
@@ -159,7 +159,7 @@ def bench_opencode(args: argparse.Namespace) -> dict:
         env = oc.opencode_env(harness, home, sb.url, state)
         project = ch.make_project(root)
         oc.write_config(project, model.url)
-        if cx.kp(env, project, "install", "opencode", "--user", timeout=300).returncode != 0:
+        if ch.kp(env, project, "install", "opencode", "--user", timeout=300).returncode != 0:
             raise SystemExit("install opencode failed")
         port = 43000 + os.getpid() % 2000
         server = oc.serve(harness, env, project, port)

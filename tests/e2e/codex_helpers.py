@@ -63,9 +63,6 @@ def codex_env(harness: h.Harness, home: Path, sandbox_url: str, state: Path, **e
     return env
 
 
-kp = ch.kp  # the shared one, under the name this harness's tests use
-
-
 def run_exec(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extra: str,
              timeout: float = 90) -> subprocess.CompletedProcess:
     argv = h.netns().wrap(harness.cmd("exec", "--skip-git-repo-check", *extra, prompt))
@@ -75,9 +72,6 @@ def run_exec(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *e
 
 def hooks_file(home: Path) -> Path:
     return home / ".codex" / "hooks.json"
-
-
-doctor = ch.doctor
 
 
 def rollout_lines(home: Path, session_id: str) -> list[dict]:
@@ -130,6 +124,6 @@ def watch_logs(state: Path) -> str:
 
 def pending(env: dict[str, str], project: Path) -> list[dict]:
     """The cursor's hand-overs held by a session (`status --json`); released ones are not listed."""
-    out = kp(env, project, "status", "--json", "--persona", ch.PERSONA)
+    out = ch.kp(env, project, "status", "--json", "--persona", ch.PERSONA)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return [p for row in rows for p in row.get("pending") or [] if p.get("holder")]

@@ -70,10 +70,6 @@ def run_p(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extr
                           timeout=timeout)
 
 
-kp = ch.kp  # the shared ones, under the names this harness's tests use
-doctor = ch.doctor
-
-
 def chat_records(home: Path) -> list[Path]:
     """Gemini's session records (`~/.gemini/tmp/<project>/chats/session-*.jsonl`), oldest first."""
     return sorted((home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl"), key=os.path.getmtime)

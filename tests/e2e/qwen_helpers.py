@@ -65,10 +65,6 @@ def run_p(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, *extr
                           timeout=timeout)
 
 
-kp = ch.kp  # the shared ones, under the names this harness's tests use
-doctor = ch.doctor
-
-
 def chat_records(home: Path) -> list[Path]:
     """Qwen's chat records (`~/.qwen/projects/<cwd>/chats/<session id>.jsonl`), oldest first."""
     return sorted((home / ".qwen" / "projects").glob("*/chats/*.jsonl"), key=os.path.getmtime)

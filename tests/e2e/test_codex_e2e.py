@@ -31,7 +31,7 @@ def setup(codex_harness, fake_model, sandbox, state, e2e_home, tmp_path):
     project = ch.make_project(tmp_path)
     cx.write_config(e2e_home, fake_model.url)
     env = cx.codex_env(codex_harness, e2e_home, sandbox.url, state)
-    done = cx.kp(env, project, "install", "codex", "--user", "--trust")
+    done = ch.kp(env, project, "install", "codex", "--user", "--trust")
     assert done.returncode == 0, done.stderr + done.stdout
     assert "Codex trusts kijito-pull's 3 hooks" in done.stdout, done.stdout
     return project, env
@@ -42,7 +42,7 @@ def _pending(env: dict[str, str], project: Path) -> list:
 
 
 def _unseen(env: dict[str, str], project: Path) -> str:
-    return cx.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
+    return ch.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
 
 
 def _mail_requests(fm: FakeModel, needle: str) -> list[dict]:
@@ -119,11 +119,11 @@ def test_install_uninstall_round_trip_is_byte_exact_and_trust_is_explicit(
     hooks.write_text(mine)
     config_before = (e2e_home / ".codex" / "config.toml").read_bytes()
 
-    done = cx.kp(env, project, "install", "codex", "--user")
+    done = ch.kp(env, project, "install", "codex", "--user")
     assert done.returncode == 0, done.stderr
     assert "not trusted (Codex skips untrusted hooks without a word)" in done.stdout, done.stdout
     assert (e2e_home / ".codex" / "config.toml").read_bytes() == config_before  # trust only when asked
-    found = cx.doctor(env, project)["codex.trust"]
+    found = ch.doctor(env, project)["codex.trust"]
     assert found["verdict"] == "fail" and "--trust" in found["fix"], found
 
     # Untrusted hooks are skipped by Codex: mail waits.
@@ -131,9 +131,9 @@ def test_install_uninstall_round_trip_is_byte_exact_and_trust_is_explicit(
     assert cx.run_exec(codex_harness, env, project, "hello").returncode == 0
     assert not _mail_requests(fake_model, "MAIL-UNTRUSTED")
 
-    done = cx.kp(env, project, "install", "codex", "--user", "--trust")
+    done = ch.kp(env, project, "install", "codex", "--user", "--trust")
     assert done.returncode == 0 and "Codex trusts kijito-pull's 3 hooks" in done.stdout, done.stdout
-    assert cx.doctor(env, project)["codex.trust"]["verdict"] == "ok"
+    assert ch.doctor(env, project)["codex.trust"]["verdict"] == "ok"
     assert cx.run_exec(codex_harness, env, project, "hello").returncode == 0
     assert _mail_requests(fake_model, "MAIL-UNTRUSTED"), "trusted hooks did not hand the mail over"
 
@@ -141,19 +141,19 @@ def test_install_uninstall_round_trip_is_byte_exact_and_trust_is_explicit(
     moved = tmp_path / "moved" / "kijito-pull"
     moved.parent.mkdir()
     moved.symlink_to(ch.venv_bin() / "kijito-pull")
-    done = cx.kp(env, project, "install", "codex", "--user", "--command", str(moved))
+    done = ch.kp(env, project, "install", "codex", "--user", "--command", str(moved))
     assert done.returncode == 0 and "changed since you trusted" in done.stdout, done.stdout
-    found = cx.doctor(env, project)["codex.trust"]
+    found = ch.doctor(env, project)["codex.trust"]
     assert found["verdict"] == "fail" and "changed since you trusted" in found["detail"], found
-    done = cx.kp(env, project, "install", "codex", "--user", "--command", str(moved), "--trust")
+    done = ch.kp(env, project, "install", "codex", "--user", "--command", str(moved), "--trust")
     assert done.returncode == 0 and "Codex trusts kijito-pull's 3 hooks" in done.stdout, done.stdout
-    assert cx.doctor(env, project)["codex.trust"]["verdict"] == "ok"
+    assert ch.doctor(env, project)["codex.trust"]["verdict"] == "ok"
     # ...and an unchanged re-install keeps the trust.
-    done = cx.kp(env, project, "install", "codex", "--user", "--command", str(moved))
+    done = ch.kp(env, project, "install", "codex", "--user", "--command", str(moved))
     assert done.returncode == 0 and "already" in done.stdout and "trust" not in done.stdout.replace(
         "Codex trusts", ""), done.stdout
 
-    done = cx.kp(env, project, "uninstall", "codex", "--user")
+    done = ch.kp(env, project, "uninstall", "codex", "--user")
     assert done.returncode == 0, done.stderr
     assert hooks.read_text() == mine
 
@@ -163,14 +163,14 @@ def test_project_hooks_in_an_untrusted_project_fail_doctor_until_trusted(
     project = ch.make_project(tmp_path)
     cx.write_config(e2e_home, fake_model.url)
     env = cx.codex_env(codex_harness, e2e_home, sandbox.url, state)
-    done = cx.kp(env, project, "install", "codex", "--project", "--trust")
+    done = ch.kp(env, project, "install", "codex", "--project", "--trust")
     assert done.returncode == 0, done.stderr
     assert "the project" in done.stdout and "is not trusted" in done.stdout, done.stdout
-    found = cx.doctor(env, project)["codex.trust"]
+    found = ch.doctor(env, project)["codex.trust"]
     assert found["verdict"] == "fail" and "--trust-project" in found["fix"], found
-    done = cx.kp(env, project, "install", "codex", "--project", "--trust-project", "--trust")
+    done = ch.kp(env, project, "install", "codex", "--project", "--trust-project", "--trust")
     assert done.returncode == 0 and "Codex trusts kijito-pull's 3 hooks" in done.stdout, done.stdout
-    assert cx.doctor(env, project)["codex.trust"]["verdict"] == "ok"
+    assert ch.doctor(env, project)["codex.trust"]["verdict"] == "ok"
     sandbox.send(ch.PERSONA, "loom", "MAIL-PROJECT-HOOKS")
     assert cx.run_exec(codex_harness, env, project, "hello").returncode == 0
     assert _mail_requests(fake_model, "MAIL-PROJECT-HOOKS")
@@ -185,7 +185,7 @@ def test_idle_tui_is_woken_by_new_mail_once_and_nothing_is_left_running(
     project = ch.make_project(tmp_path)
     cx.write_config(e2e_home, fake_model.url, trusted_projects=(project,))
     env = cx.codex_env(codex_harness, e2e_home, sandbox.url, state)
-    assert cx.kp(env, project, "install", "codex", "--user", "--trust").returncode == 0
+    assert ch.kp(env, project, "install", "codex", "--user", "--trust").returncode == 0
     with cx.start_tui(codex_harness, env, project, fake_model, daemon=daemon) as tui:
         try:
             assert ch.wait_until(lambda: len(cx.watchers(state)) == 1, 15), "no watcher armed"

@@ -18,7 +18,6 @@ import pytest
 from tests.e2e import claude_helpers as ch
 from tests.e2e import codex_helpers as cx
 from tests.e2e import copilot_helpers as cp
-from tests.e2e import gemini_helpers as gm
 from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel, ToolUse
 from tests.waiting import budget
@@ -39,7 +38,7 @@ def env(copilot_harness, fake_model, sandbox, state, e2e_home) -> dict[str, str]
 @pytest.fixture
 def project(env, tmp_path) -> Path:
     folder = ch.make_project(tmp_path)
-    done = cx.kp(env, folder, "install", "copilot", "--user")
+    done = ch.kp(env, folder, "install", "copilot", "--user")
     assert done.returncode == 0, done.stderr + done.stdout
     return folder
 
@@ -110,21 +109,21 @@ def test_install_uninstall_leave_the_users_hooks_as_they_were(
     hooks.mkdir(parents=True)
     mine = b'{"version": 1, "hooks": {"sessionEnd": [{"type": "command", "bash": "true"}]}}\n'
     (hooks / "mine.json").write_bytes(mine)
-    dry = cx.kp(env, project, "install", "copilot", "--user", "--dry-run")
+    dry = ch.kp(env, project, "install", "copilot", "--user", "--dry-run")
     assert dry.returncode == 0 and "hook copilot-stop" in dry.stdout and not (hooks / "kijito-pull.json").exists()
-    assert cx.kp(env, project, "install", "copilot", "--user").returncode == 0
+    assert ch.kp(env, project, "install", "copilot", "--user").returncode == 0
     sandbox.send(ch.PERSONA, "loom", "MAIL-AFTER-INSTALL")
     run = cp.run_p(copilot_harness, env, project, "hello")
     assert run.returncode == 0, run.stderr[-3000:]
     assert any("MAIL-AFTER-INSTALL" in fake_model.text_of(r) for r in cp.model_requests(fake_model))
-    done = cx.kp(env, project, "uninstall", "copilot", "--user")
+    done = ch.kp(env, project, "uninstall", "copilot", "--user")
     assert done.returncode == 0 and "removed" in done.stdout, done.stdout
     assert sorted(p.name for p in hooks.iterdir()) == ["mine.json"] and (hooks / "mine.json").read_bytes() == mine
 
 
 def test_tui_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_at_the_next_model_call(
         copilot_harness, fake_model, sandbox, env, project, state, e2e_home) -> None:
-    push = gm.doctor(env, project)["copilot.push"]
+    push = ch.doctor(env, project)["copilot.push"]
     assert push["verdict"] == "warn" and "--experimental" in push["fix"], push
     tui = cp.start_tui(copilot_harness, env, project)
     try:
@@ -133,7 +132,7 @@ def test_tui_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_at_th
         assert ch.wait_until(lambda: ch.hook_pids(state, "copilot-watch"), 20, step=0.2), tui.capture()
         settings = json.loads((e2e_home / ".copilot" / "settings.json").read_text())
         assert settings.get("experimental") is True  # Copilot kept it, not kijito-pull
-        push = gm.doctor(env, project)["copilot.push"]
+        push = ch.doctor(env, project)["copilot.push"]
         assert push["verdict"] == "ok" and "push available" in push["detail"], push
         time.sleep(2)  # the first turn is over: the session is idle
         start = len(fake_model.requests)
@@ -181,9 +180,9 @@ def test_tui_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_at_th
 def test_project_hooks_need_trust_which_install_records_only_with_trust_and_uninstall_gives_back(
         copilot_harness, fake_model, sandbox, env, e2e_home, tmp_path) -> None:
     project = ch.make_project(tmp_path / "repo")
-    done = cx.kp(env, project, "install", "copilot", "--project")
+    done = ch.kp(env, project, "install", "copilot", "--project")
     assert done.returncode == 0 and "--trust" in done.stdout, done.stdout
-    assert gm.doctor(env, project)["copilot.trust"]["verdict"] == "fail"
+    assert ch.doctor(env, project)["copilot.trust"]["verdict"] == "fail"
     sandbox.send(ch.PERSONA, "loom", "MAIL-NEEDS-TRUST")
     run = cp.run_p(copilot_harness, env, project, "hello")
     assert run.returncode == 0, run.stderr[-3000:]
@@ -192,18 +191,18 @@ def test_project_hooks_need_trust_which_install_records_only_with_trust_and_unin
     config = e2e_home / ".copilot" / "config.json"
     before = config.read_bytes()  # Copilot's own, with its `//` comment lines
     assert before.startswith(b"//"), before[:200]
-    dry = cx.kp(env, project, "install", "copilot", "--project", "--trust", "--dry-run")
+    dry = ch.kp(env, project, "install", "copilot", "--project", "--trust", "--dry-run")
     assert dry.returncode == 0 and f"+++ {config}" in dry.stdout and config.read_bytes() == before, dry.stdout
-    done = cx.kp(env, project, "install", "copilot", "--project", "--trust")
+    done = ch.kp(env, project, "install", "copilot", "--project", "--trust")
     assert done.returncode == 0 and "now trusts" in done.stdout, done.stdout + done.stderr
     after = config.read_bytes()
     head = before[:before.index(b"{")]
     assert after.startswith(head) and json.loads(after[len(head):])["trustedFolders"] == [str(project)]
-    assert gm.doctor(env, project)["copilot.trust"]["verdict"] == "ok"
-    gone = cx.kp(env, project, "uninstall", "copilot", "--project")
+    assert ch.doctor(env, project)["copilot.trust"]["verdict"] == "ok"
+    gone = ch.kp(env, project, "uninstall", "copilot", "--project")
     assert gone.returncode == 0, gone.stdout + gone.stderr
     assert config.read_bytes() == before and not (project / ".github").exists()
-    assert cx.kp(env, project, "install", "copilot", "--project", "--trust").returncode == 0
+    assert ch.kp(env, project, "install", "copilot", "--project", "--trust").returncode == 0
     fake_model.clear()
     run = cp.run_p(copilot_harness, env, project, "hello again")
     assert run.returncode == 0, run.stderr[-3000:]

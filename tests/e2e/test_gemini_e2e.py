@@ -39,7 +39,7 @@ def env(gemini_harness, fake_model, sandbox, state, e2e_home) -> dict[str, str]:
 def project(env, tmp_path) -> Path:
     """An opted-in project; kijito-pull's hooks installed for the user and the project trusted."""
     folder = ch.make_project(tmp_path)
-    done = gm.kp(env, folder, "install", "gemini", "--user", "--trust")
+    done = ch.kp(env, folder, "install", "gemini", "--user", "--trust")
     assert done.returncode == 0, done.stderr + done.stdout
     assert f"Gemini CLI now trusts {folder}" in done.stdout, done.stdout
     return folder
@@ -112,7 +112,7 @@ def test_headless_gets_mail_sent_mid_run_at_after_agent_once(
 
 def test_not_opted_in_sends_nothing_to_kijito(gemini_harness, fake_model, sandbox, env, project, tmp_path) -> None:
     plain = ch.make_project(tmp_path / "other", opted_in=False)
-    assert gm.kp(env, plain, "install", "gemini", "--project", "--trust").returncode == 0  # trusted, hooks too
+    assert ch.kp(env, plain, "install", "gemini", "--project", "--trust").returncode == 0  # trusted, hooks too
     sandbox.send(ch.PERSONA, "loom", "MAIL-NOT-HERE")
     before = len(sandbox.requests)
     run = gm.run_p(gemini_harness, env, plain, "hello")
@@ -132,51 +132,51 @@ def test_install_uninstall_is_byte_exact_and_trust_is_explicit(
     settings.write_bytes(mine)
     folders = e2e_home / ".gemini" / "trustedFolders.json"
 
-    dry = gm.kp(env, project, "install", "gemini", "--user", "--trust", "--dry-run")
+    dry = ch.kp(env, project, "install", "gemini", "--user", "--trust", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "hook gemini-after-agent" in dry.stdout and "TRUST_FOLDER" in dry.stdout, dry.stdout
     assert settings.read_bytes() == mine and not folders.exists()
 
-    done = gm.kp(env, project, "install", "gemini", "--user")
+    done = ch.kp(env, project, "install", "gemini", "--user")
     assert done.returncode == 0, done.stderr
     assert f"Gemini CLI does not trust {project}" in done.stdout and "--trust" in done.stdout, done.stdout
     assert not folders.exists()  # trust only when asked
-    found = gm.doctor(env, project)
+    found = ch.doctor(env, project)
     assert found["harness.gemini"]["verdict"] == "ok", found["harness.gemini"]
     assert found["gemini.trust"]["verdict"] == "fail" and "--trust" in found["gemini.trust"]["fix"], found
     sandbox.send(ch.PERSONA, "loom", "MAIL-UNTRUSTED")
     refused = gm.run_p(gemini_harness, env, project, "hello")
     assert refused.returncode == 55 and "trusted directory" in refused.stderr, refused.stderr[-2000:]
 
-    done = gm.kp(env, project, "install", "gemini", "--user", "--trust")
+    done = ch.kp(env, project, "install", "gemini", "--user", "--trust")
     assert done.returncode == 0 and "already installed" in done.stdout, done.stdout
     assert json.loads(folders.read_text()) == {str(project.resolve()): "TRUST_FOLDER"}
     assert folders.stat().st_mode & 0o777 == 0o600
-    assert gm.doctor(env, project)["gemini.trust"]["verdict"] == "ok"
+    assert ch.doctor(env, project)["gemini.trust"]["verdict"] == "ok"
     run = gm.run_p(gemini_harness, env, project, "hello")
     assert run.returncode == 0, run.stderr[-3000:]
     assert _mail_requests(fake_model, "MAIL-UNTRUSTED"), "trusted hooks did not hand the mail over"
     assert any("echo {}" in json.dumps(r) for r in [json.loads(settings.read_text())])  # the user's hook kept
 
-    done = gm.kp(env, project, "uninstall", "gemini", "--user")
+    done = ch.kp(env, project, "uninstall", "gemini", "--user")
     assert done.returncode == 0, done.stderr
     assert "restored byte for byte" in done.stdout, done.stdout
     assert settings.read_bytes() == mine
-    assert gm.doctor(env, project)["gemini.trust"]["verdict"] == "ok"  # nothing of ours left to check
+    assert ch.doctor(env, project)["gemini.trust"]["verdict"] == "ok"  # nothing of ours left to check
 
 
 def test_project_install_and_uninstall_leave_the_project_as_it_was(
         gemini_harness, fake_model, sandbox, env, tmp_path) -> None:
     project = ch.make_project(tmp_path)
     before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
-    done = gm.kp(env, project, "install", "gemini", "--project", "--trust")
+    done = ch.kp(env, project, "install", "gemini", "--project", "--trust")
     assert done.returncode == 0, done.stderr
     sandbox.send(ch.PERSONA, "loom", "MAIL-PROJECT-HOOKS")
     run = gm.run_p(gemini_harness, env, project, "hello")
     assert run.returncode == 0, run.stderr[-3000:]
     assert _mail_requests(fake_model, "MAIL-PROJECT-HOOKS")
     assert "project-level hooks" in run.stderr  # Gemini warns about project hooks it sees the first time
-    done = gm.kp(env, project, "uninstall", "gemini", "--project")
+    done = ch.kp(env, project, "uninstall", "gemini", "--project")
     assert done.returncode == 0 and "removed" in done.stdout, done.stdout
     assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
 

@@ -16,7 +16,6 @@ import pytest
 
 from tests.e2e import claude_helpers as ch
 from tests.e2e import codex_helpers as cx
-from tests.e2e import gemini_helpers as gm
 from tests.e2e import harness as h
 from tests.e2e import kimi_helpers as km
 from tests.e2e.fakemodel import FakeModel
@@ -39,7 +38,7 @@ def env(kimi_harness, fake_model, sandbox, state, e2e_home, tmp_path) -> dict[st
 def project(env, tmp_path) -> Path:
     """An opted-in project; kijito-pull's hooks installed for the user."""
     folder = ch.make_project(tmp_path)
-    done = gm.kp(env, folder, "install", "kimi", "--user")
+    done = ch.kp(env, folder, "install", "kimi", "--user")
     assert done.returncode == 0, done.stderr + done.stdout
     return folder
 
@@ -128,18 +127,18 @@ def test_install_uninstall_round_trip_is_byte_exact(
     mine = config.read_bytes() + b'\n[[hooks]]\nevent = "PreToolUse"\ncommand = "echo mine"\n\n# the end\n'
     config.write_bytes(mine)
 
-    dry = gm.kp(env, project, "install", "kimi", "--user", "--dry-run")
+    dry = ch.kp(env, project, "install", "kimi", "--user", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "hook kimi-stop" in dry.stdout and "+[[hooks]]" in dry.stdout, dry.stdout
     assert config.read_bytes() == mine
-    refused = gm.kp(env, project, "install", "kimi", "--project")
+    refused = ch.kp(env, project, "install", "kimi", "--project")
     assert refused.returncode != 0 and "--user" in refused.stderr and "only from its user config" in refused.stderr
     assert config.read_bytes() == mine
 
-    done = gm.kp(env, project, "install", "kimi", "--user")
+    done = ch.kp(env, project, "install", "kimi", "--user")
     assert done.returncode == 0, done.stderr
     assert config.read_bytes().startswith(mine)
-    found = gm.doctor(env, project)
+    found = ch.doctor(env, project)
     assert found["harness.kimi"]["verdict"] == "ok", found["harness.kimi"]
     assert found["kimi.config"]["verdict"] == "ok", found["kimi.config"]
     sandbox.send(ch.PERSONA, "loom", "MAIL-INSTALLED")
@@ -147,19 +146,19 @@ def test_install_uninstall_round_trip_is_byte_exact(
     assert run.returncode == 0, run.stderr[-3000:]
     assert "MAIL-INSTALLED" in fake_model.text_of(km.stream_requests(fake_model)[0])
 
-    again = gm.kp(env, project, "install", "kimi", "--user")
+    again = ch.kp(env, project, "install", "kimi", "--user")
     assert again.returncode == 0 and "already installed" in again.stdout, again.stdout
-    done = gm.kp(env, project, "uninstall", "kimi", "--user")
+    done = ch.kp(env, project, "uninstall", "kimi", "--user")
     assert done.returncode == 0, done.stderr
     assert "restored byte for byte" in done.stdout, done.stdout
     assert config.read_bytes() == mine
-    found = gm.doctor(env, project)
+    found = ch.doctor(env, project)
     assert found["kimi.config"]["verdict"] == "ok" and "nothing to check" in found["kimi.config"]["detail"]
 
     # A config.toml Kimi itself rejects (here: a hook of ours on an event Kimi does not know) fails kimi.config,
     # with Kimi's own words and the fix.
     config.write_bytes(mine + b'\n[[hooks]]\nevent = "Stopp"\ncommand = "kijito-pull hook kimi-stop"\n')
-    check = gm.doctor(env, project)["kimi.config"]
+    check = ch.doctor(env, project)["kimi.config"]
     assert check["verdict"] == "fail" and "hooks[1].event" in check["detail"], check
     assert "kijito-pull install kimi --user" in check["fix"]
 

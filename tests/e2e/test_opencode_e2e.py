@@ -20,7 +20,6 @@ import pytest
 
 from tests.e2e import claude_helpers as ch
 from tests.e2e import codex_helpers as cx
-from tests.e2e import gemini_helpers as gm
 from tests.e2e import harness as h
 from tests.e2e import opencode_helpers as oc
 from tests.e2e.fakemodel import FakeModel
@@ -50,13 +49,13 @@ def project(env, fake_model, tmp_path, host) -> Path:
     """An opted-in project with the fake model configured; kijito-pull's plugin installed for the user."""
     folder = ch.make_project(tmp_path)
     oc.write_config(folder, fake_model.url, host)
-    done = gm.kp(env, folder, "install", host.name, "--user", timeout=300)
+    done = ch.kp(env, folder, "install", host.name, "--user", timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
     return folder
 
 
 def _unseen(env: dict[str, str], project: Path) -> str:
-    return gm.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
+    return ch.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
 
 
 def _with(fm: FakeModel, needle: str) -> list[dict]:
@@ -118,25 +117,25 @@ def test_install_dry_run_shows_the_diff_and_uninstall_is_byte_exact(opencode_har
     (config / host.name).mkdir(parents=True)
     (config / host.name / host.config_file).write_text('{"$schema": "https://opencode.ai/config.json"}\n')
     before = oc.tree(config, folder)
-    dry = gm.kp(env, folder, "install", host.name, scope, "--dry-run")
+    dry = ch.kp(env, folder, "install", host.name, scope, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     target = (config / host.name if scope == "--user" else folder / f".{host.name}") / "plugin" / "kijito-pull.js"
     assert f"+++ {target}" in dry.stdout and "kijito-pull for OpenCode" in dry.stdout, dry.stdout
     assert f"npm install --no-audit --no-fund --prefer-offline --save-exact {host.dependency}" in dry.stdout
     assert oc.tree(config, folder) == before, "a dry run changed files"
-    done = gm.kp(env, folder, "install", host.name, scope, timeout=300)
+    done = ch.kp(env, folder, "install", host.name, scope, timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
     assert target.is_file() and (target.parents[1] / "node_modules" / host.dependency.rsplit("@", 1)[0]).is_dir()
     # The plugin runs the launcher in kijito-pull's data folder, which runs this installation first.
     launcher = e2e_home / ".local" / "share" / "kijito-pull" / "bin" / "kijito-pull-launch"
     assert f'const COMMAND = ["{launcher}"];' in target.read_text()
     assert f"HERE={ch.venv_bin() / 'kijito-pull'}  #" in launcher.read_text()
-    doctor = gm.doctor(env, folder)
+    doctor = ch.doctor(env, folder)
     assert doctor[f"harness.{host.name}"]["verdict"] == "ok", doctor[f"harness.{host.name}"]
     assert doctor[f"{host.name}.plugin"]["verdict"] in ("ok", "warn"), doctor[f"{host.name}.plugin"]
-    again = gm.kp(env, folder, "install", host.name, scope)
+    again = ch.kp(env, folder, "install", host.name, scope)
     assert again.returncode == 0 and "already installed" in again.stdout, again.stdout
-    gone = gm.kp(env, folder, "uninstall", host.name, scope)
+    gone = ch.kp(env, folder, "uninstall", host.name, scope)
     assert gone.returncode == 0, gone.stderr + gone.stdout
     assert oc.tree(config, folder) == before
 

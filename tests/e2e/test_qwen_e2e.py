@@ -40,7 +40,7 @@ def env(qwen_harness, fake_model, sandbox, state, e2e_home) -> dict[str, str]:
 def project(env, tmp_path) -> Path:
     """An opted-in project; kijito-pull's hooks installed for the user."""
     folder = ch.make_project(tmp_path)
-    done = qw.kp(env, folder, "install", "qwen", "--user")
+    done = ch.kp(env, folder, "install", "qwen", "--user")
     assert done.returncode == 0, done.stderr + done.stdout
     return folder
 
@@ -113,7 +113,7 @@ def test_headless_gets_mail_sent_mid_run_at_stop_once(qwen_harness, fake_model, 
 
 def test_not_opted_in_sends_nothing_to_kijito(qwen_harness, fake_model, sandbox, env, project, tmp_path) -> None:
     plain = ch.make_project(tmp_path / "other", opted_in=False)
-    assert qw.kp(env, plain, "install", "qwen", "--project").returncode == 0  # project hooks too
+    assert ch.kp(env, plain, "install", "qwen", "--project").returncode == 0  # project hooks too
     sandbox.send(ch.PERSONA, "loom", "MAIL-NOT-HERE")
     before = len(sandbox.requests)
     run = qw.run_p(qwen_harness, env, plain, "hello")
@@ -131,28 +131,28 @@ def test_install_uninstall_is_byte_exact(qwen_harness, fake_model, sandbox, env,
                       indent=4).encode() + b"\n"
     settings.write_bytes(mine)
 
-    dry = qw.kp(env, project, "install", "qwen", "--user", "--dry-run")
+    dry = ch.kp(env, project, "install", "qwen", "--user", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "hook qwen-stop" in dry.stdout and "hook qwen-prompt" in dry.stdout, dry.stdout
     assert settings.read_bytes() == mine
 
-    done = qw.kp(env, project, "install", "qwen", "--user", "--consumer", "qwen-e2e")
+    done = ch.kp(env, project, "install", "qwen", "--user", "--consumer", "qwen-e2e")
     assert done.returncode == 0, done.stderr
     wired = json.loads(settings.read_text())
     assert wired["hooks"]["Stop"][0]["hooks"][0]["timeout"] == 15  # seconds, as Qwen reads them
     assert "--consumer qwen-e2e" in wired["hooks"]["Stop"][0]["hooks"][0]["command"]
     assert wired["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == "true"  # the user's hook kept
-    found = qw.doctor(env, project)
+    found = ch.doctor(env, project)
     assert found["harness.qwen"]["verdict"] == "ok", found["harness.qwen"]
     assert found["qwen.trust"]["verdict"] == "ok", found["qwen.trust"]
     sandbox.send(ch.PERSONA, "loom", "MAIL-INSTALLED")
     run = qw.run_p(qwen_harness, env, project, "hello")
     assert run.returncode == 0, run.stderr[-3000:]
     assert _mail_requests(fake_model, "MAIL-INSTALLED"), "the installed hooks did not hand the mail over"
-    again = qw.kp(env, project, "install", "qwen", "--user", "--consumer", "qwen-e2e")
+    again = ch.kp(env, project, "install", "qwen", "--user", "--consumer", "qwen-e2e")
     assert again.returncode == 0 and "already installed" in again.stdout, again.stdout
 
-    done = qw.kp(env, project, "uninstall", "qwen", "--user")
+    done = ch.kp(env, project, "uninstall", "qwen", "--user")
     assert done.returncode == 0, done.stderr
     assert "restored byte for byte" in done.stdout, done.stdout
     assert settings.read_bytes() == mine
@@ -162,7 +162,7 @@ def test_project_install_and_uninstall_leave_the_project_as_it_was_and_doctor_na
         qwen_harness, fake_model, sandbox, env, e2e_home, tmp_path) -> None:
     project = ch.make_project(tmp_path)
     before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
-    done = qw.kp(env, project, "install", "qwen", "--project")
+    done = ch.kp(env, project, "install", "qwen", "--project")
     assert done.returncode == 0, done.stderr
     sandbox.send(ch.PERSONA, "loom", "MAIL-PROJECT-HOOKS")
     run = qw.run_p(qwen_harness, env, project, "hello")
@@ -171,16 +171,16 @@ def test_project_install_and_uninstall_leave_the_project_as_it_was_and_doctor_na
 
     # With Qwen's folder trust switched on, an untrusted folder's project hooks are skipped without a word.
     qw.write_settings(e2e_home, {**qw.OFFLINE_SETTINGS, "security": {"folderTrust": {"enabled": True}}})
-    found = qw.doctor(env, project)
+    found = ch.doctor(env, project)
     assert found["qwen.trust"]["verdict"] == "warn" and "--user" in found["qwen.trust"]["fix"], found["qwen.trust"]
     sandbox.send(ch.PERSONA, "loom", "MAIL-UNTRUSTED")
     run = qw.run_p(qwen_harness, env, project, "hello again")
     assert run.returncode == 0, run.stderr[-3000:]
     assert not _mail_requests(fake_model, "MAIL-UNTRUSTED")  # what the doctor warned of
     (e2e_home / ".qwen" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
-    assert qw.doctor(env, project)["qwen.trust"]["verdict"] == "ok"
+    assert ch.doctor(env, project)["qwen.trust"]["verdict"] == "ok"
 
-    done = qw.kp(env, project, "uninstall", "qwen", "--project")
+    done = ch.kp(env, project, "uninstall", "qwen", "--project")
     assert done.returncode == 0 and "removed" in done.stdout, done.stdout
     assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
 
