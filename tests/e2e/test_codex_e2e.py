@@ -193,7 +193,9 @@ def test_idle_tui_is_woken_by_new_mail_once_and_nothing_is_left_running(
             start = len(fake_model.requests)
             sent_at = time.time()
             sandbox.send(ch.PERSONA, "loom", "MAIL-IDLE-WAKE: review PR 7")
-            got = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=IDLE_WAKE_BUDGET + 10, start=start)
+            # Waits past the bound as stretched now, so that a wake later than it is seen and fails the bound
+            # (with a fixed 20 s wait, a load of 2 per core stretched the bound to the wait: it could not fail).
+            got = fake_model.wait_for_text("MAIL-IDLE-WAKE", timeout=budget(IDLE_WAKE_BUDGET) + 10, start=start)
             assert got is not None, cx.watch_logs(state) + tui.capture()
             took = got["time"] - sent_at
             assert took <= budget(IDLE_WAKE_BUDGET), f"woken {took:.1f} s after the send"
