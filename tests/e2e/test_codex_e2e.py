@@ -10,7 +10,6 @@ the rollout confirmed every hand-over).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -37,14 +36,6 @@ def setup(codex_harness, fake_model, sandbox, state, e2e_home, tmp_path):
     return project, env
 
 
-def _pending(env: dict[str, str], project: Path) -> list:
-    return cx.pending(env, project)
-
-
-def _unseen(env: dict[str, str], project: Path) -> str:
-    return ch.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
-
-
 def _mail_requests(fm: FakeModel, needle: str) -> list[dict]:
     return [r for r in fm.model_requests if needle in fm.text_of(r)]
 
@@ -66,8 +57,8 @@ def test_exec_gets_waiting_mail_at_session_start_once(codex_harness, fake_model,
     first = fake_model.model_requests[0]
     assert "MAIL-WAITING: the deploy key rotated" in fake_model.text_of(first), "not in the first request"
     assert _handed_times(fake_model, "MAIL-WAITING") == 1
-    assert _pending(env, project) == []  # the Stop hook found it in the rollout: confirmed
-    assert "MAIL-WAITING" not in _unseen(env, project)
+    assert cx.pending(env, project) == []  # the Stop hook found it in the rollout: confirmed
+    assert "MAIL-WAITING" not in ch.unseen(env, project)
     again = cx.run_exec(codex_harness, env, project, "next task")
     assert again.returncode == 0
     assert "MAIL-WAITING" not in fake_model.text_of(fake_model.model_requests[-1])
@@ -90,8 +81,8 @@ def test_exec_gets_mail_sent_mid_run_at_stop_once(codex_harness, fake_model, san
     assert "<hook_prompt" in fake_model.text_of(holding[0])  # Codex's wrapper of a Stop-block reason
     assert _handed_times(fake_model, "MAIL-MIDRUN") == 1
     assert "Stop Blocked" in run.stderr or "Stop" in run.stderr
-    assert _pending(env, project) == []  # the second Stop confirmed it from the rollout
-    assert "MAIL-MIDRUN" not in _unseen(env, project)
+    assert cx.pending(env, project) == []  # the second Stop confirmed it from the rollout
+    assert "MAIL-MIDRUN" not in ch.unseen(env, project)
 
 
 def test_not_opted_in_sends_nothing_to_kijito(codex_harness, fake_model, sandbox, setup, tmp_path) -> None:
@@ -199,7 +190,7 @@ def test_idle_tui_is_woken_by_new_mail_once_and_nothing_is_left_running(
             assert got is not None, cx.watch_logs(state) + tui.capture()
             took = got["time"] - sent_at
             assert took <= budget(IDLE_WAKE_BUDGET), f"woken {took:.1f} s after the send"
-            assert ch.wait_until(lambda: _pending(env, project) == [], 15), _pending(env, project)
+            assert ch.wait_until(lambda: cx.pending(env, project) == [], 15), cx.pending(env, project)
             time.sleep(1.0)
             assert _handed_times(fake_model, "MAIL-IDLE-WAKE") == 1
             assert len(cx.watchers(state)) == 1
