@@ -439,3 +439,13 @@ def test_the_changelog_names_every_harness_install_takes():
     text = (REPO / "CHANGELOG.md").read_text()
     [targets] = re.findall(r"`kijito-pull install ([a-z|]+)`", text)
     assert targets.split("|") == list(registry.names())
+
+
+def test_the_docs_index_links_each_harness_page():
+    """docs/README.md lists a page for every harness the registry knows that has one (docs/NAME.md)."""
+    from kijito_pull.harnesses import registry
+
+    index = (REPO / "docs" / "README.md").read_text()
+    pages = [n for n in registry.names() if (REPO / "docs" / f"{n}.md").exists()]
+    assert len(pages) >= len(registry.names()) - 1, pages  # every harness but the daemon has its page
+    assert [n for n in pages if f"]({n}.md)" not in index] == []
