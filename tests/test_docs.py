@@ -449,3 +449,16 @@ def test_the_docs_index_links_each_harness_page():
     pages = [n for n in registry.names() if (REPO / "docs" / f"{n}.md").exists()]
     assert len(pages) >= len(registry.names()) - 1, pages  # every harness but the daemon has its page
     assert [n for n in pages if f"]({n}.md)" not in index] == []
+
+
+def test_the_readme_names_the_harness_versions_install_harnesses_pins():
+    """README's sentence on the end-to-end tests names each pinned harness version, and no other."""
+    script = (REPO / "scripts" / "install-harnesses").read_text()
+    block = script.split("# ---- pinned versions", 1)[1].split("\n# ----", 1)[0]
+    pins = {name: version for name, version in re.findall(r'^([A-Z0-9_]+)="([^"]+)"', block, re.M)
+            if name != "NODE22_VERSION"}  # the Node that runs some of them, not a harness
+    assert len(pins) >= 10, pins
+    readme = (REPO / "README.md").read_text()
+    sentence = readme[readme.index("End-to-end tests that drive the real"):]
+    sentence = sentence[:sentence.index("skip when")]
+    assert sorted(re.findall(r"\b\d+\.\d+\.\d+\b", sentence)) == sorted(pins.values()), pins
