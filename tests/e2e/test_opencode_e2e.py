@@ -54,10 +54,6 @@ def project(env, fake_model, tmp_path, host) -> Path:
     return folder
 
 
-def _unseen(env: dict[str, str], project: Path) -> str:
-    return ch.kp(env, project, "--once", "--peek", "--persona", ch.PERSONA).stdout
-
-
 def _with(fm: FakeModel, needle: str) -> list[dict]:
     return [r for r in oc.main_requests(fm) if needle in fm.text_of(r)]
 
@@ -86,7 +82,7 @@ def test_run_gets_waiting_mail_with_its_prompt_once_confirmed_from_the_export(
     assert "MAIL-WAITING" in oc.export(opencode_harness, env, sid)  # OpenCode's own record holds it
     # the detached session.idle hook confirms it from `opencode export`: nothing pending, nothing unseen
     assert ch.wait_until(lambda: not cx.pending(env, project), 60, step=1), cx.pending(env, project)
-    assert "MAIL-WAITING" not in _unseen(env, project)
+    assert "MAIL-WAITING" not in ch.unseen(env, project)
     # a second run is not handed the same mail again
     fake_model.clear()
     again = oc.run(opencode_harness, env, project, "and now?")
@@ -187,4 +183,4 @@ def test_serve_session_is_woken_by_new_mail_within_2s_and_a_busy_one_gets_it_nex
     assert fake_model.text_of(busy).count("MAIL-BUSY: CI is green again") == 1
     # both pushes confirmed from the session's messages on its server: nothing pending, nothing unseen
     assert ch.wait_until(lambda: not cx.pending(env, project), 30, step=0.5), cx.pending(env, project)
-    assert "MAIL-" not in _unseen(env, project)
+    assert "MAIL-" not in ch.unseen(env, project)
