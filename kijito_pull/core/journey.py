@@ -257,11 +257,10 @@ def receipts_known(persona: str, own: tuple[bool, str] | None, found: Iterable[C
 def confirmed_since(cursors_dir: Path, since: float, persona: str | None = None) -> list[dict[str, Any]]:
     """Every hand-over confirmed on this machine at or after epoch `since` (e.g. time.time() - 3600), oldest
     first: {"persona", "consumer", "api_base", "id", "holder", "at"}. Reads files only, and only the cursors
-    whose confirmation log changed since then (a thousand idle cursors cost a directory listing)."""
-    if not cursors_dir.is_dir():
-        return []
+    whose confirmation log changed since then (a thousand idle cursors cost a directory listing). StateError
+    (one line) when the folder exists and cannot be read."""
     recent = []
-    for log in sorted(cursors_dir.glob(f"*.json{confirmations.SUFFIX}")):
+    for log in listed(cursors_dir, f"*.json{confirmations.SUFFIX}"):
         try:
             if os.stat(log).st_mtime < since:
                 continue  # nothing in it is recent enough (the rotated generation is older still)

@@ -122,6 +122,20 @@ def test_the_page_shows_the_rows_status_json_prints(sb, tmp_path):
         assert [p["persona"] for p in snap["personas"]] == ["argus"]
 
 
+def test_a_cursor_folder_that_cannot_be_read_is_said_on_the_page_not_shown_empty(sb, tmp_path):
+    from kijito_pull.core.paths import Paths
+
+    cursors = Paths({"KIJITO_PULL_STATE_DIR": str(tmp_path / "state")}).cursors_dir
+    cursors.parent.mkdir(parents=True, mode=0o700)
+    cursors.symlink_to(cursors)  # a link to itself: it exists and can never be listed (root reads any mode)
+    with dashboard(sb.url, sb.token, tmp_path / "state") as dash:
+        snap = dash.wait(lambda s: s["problems"] and s["kijito"]["state"] == "up")
+        [problem] = snap["problems"]
+        assert problem.startswith("reading this machine's cursor files failed: ") and str(cursors) in problem
+        assert "symbolic links" in problem
+        assert snap["cursors"] == [] and snap["confirmations"]["rows"] == []
+
+
 def test_help_teaches_the_address_the_key_and_loopback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kijito_pull", "dashboard", "--help"], capture_output=True,
                           text=True, env=environ("http://127.0.0.1:9", "x", tmp_path), timeout=30)
