@@ -29,7 +29,7 @@ from kijito_pull.core.config import ConfigError
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.models import ApiError, Message, message_at
 from kijito_pull.core.sink import Sink
 from kijito_pull.sources import redis_streams
 from kijito_pull.sources.redis_tail import TailCheck
@@ -116,8 +116,7 @@ class StreamSink(Sink):
                   f"re-reading them from Kijito")
         try:
             for kid in lost:
-                page = client.inbox(persona, before_id=kid + 1, limit=1)
-                message = next((m for m in page.messages if m.id == kid), None)
+                message = message_at(client, persona, kid)
                 if message is None:
                     env.error(f"{persona}: message {kid} is gone from Kijito too; it cannot be appended again")
                     self.tail.forget(persona, kid)

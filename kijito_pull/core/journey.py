@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from kijito_pull.core import confirmations, receipts
 from kijito_pull.core.files import listed
-from kijito_pull.core.models import InboxPage
+from kijito_pull.core.models import InboxPage, message_at
 from kijito_pull.core.state import StateError, StateStore
 
 KIJITO = "kijito"
@@ -128,8 +128,7 @@ class Journey:
 def at_kijito(client: Reader, persona: str, ident: int) -> Step:
     """Kijito's read flag on message `ident` of `persona`: one request (the newest row below ident + 1),
     which never marks anything read. Raises core.models.ApiError when Kijito cannot be asked."""
-    page = client.inbox(persona, before_id=ident + 1, limit=1)
-    row = next((m for m in page.messages if m.id == ident), None)
+    row = message_at(client, persona, ident)
     if row is None:
         return Step(KIJITO, "unknown", f"message {ident} is not in {persona}'s inbox at Kijito")
     if row.read:
