@@ -130,8 +130,7 @@ class StreamSink(Sink):
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     if not args.redis:
-        env.error("relay needs --redis redis://HOST:PORT/DB")
-        return ExitCode.USAGE
+        raise ConfigError("relay needs --redis redis://HOST:PORT/DB")
     refuse_password_in_argv(args.redis, "--redis")
     settings = options.settings(args, env)
     stop = threading.Event()
