@@ -136,6 +136,25 @@ def test_a_cursor_folder_that_cannot_be_read_is_said_on_the_page_not_shown_empty
         assert snap["cursors"] == [] and snap["confirmations"]["rows"] == []
 
 
+def test_a_connection_that_sends_nothing_is_closed_not_held():
+    import threading
+    import time
+
+    from kijito_pull.dashboard import server as dash_server
+    from kijito_pull.dashboard.board import Board
+
+    served = dash_server.DashboardServer(("127.0.0.1", 0), Board("http://127.0.0.1:9"), dash_server.make_key(),
+                                         idle_timeout=0.5)
+    threading.Thread(target=served.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        with socket.create_connection(served.server_address[:2], timeout=10) as silent:
+            started = time.monotonic()
+            assert silent.recv(1) == b""  # the server hung up on a request that never came
+            assert time.monotonic() - started < 5
+    finally:
+        served.close()
+
+
 def test_help_teaches_the_address_the_key_and_loopback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kijito_pull", "dashboard", "--help"], capture_output=True,
                           text=True, env=environ("http://127.0.0.1:9", "x", tmp_path), timeout=30)
