@@ -25,7 +25,7 @@ from kijito_pull.core import confirmations, journey
 from tests.e2e import claude_helpers as ch
 from tests.e2e import harness as h
 from tests.e2e.fakemodel import FakeModel
-from tests.waiting import budget
+from tests.waiting import budget, until
 
 pytestmark = pytest.mark.e2e
 
@@ -99,6 +99,7 @@ def test_send_wait_seen_returns_within_2s_of_the_confirmation_by_claude_p(
     assert sent["id"] == ident and sent["result"] == "seen" and sent["journey"]["state"] == "seen"
     [confirmed] = confirmations.read(_cursor_file(state), ids=[ident])
     assert confirmed.holder.startswith("claude:")
+    assert until(lambda: "at" in ended, 5), "the exit watcher never saw the sender end"  # it may run after _finish
     assert 0 <= ended["at"] - confirmed.at <= budget(RECEIPT_BUDGET), (ended["at"] - confirmed.at, sent["states"])
     # track, afterwards: read at Kijito, confirmed here by the session's record, with its time.
     track = ch.kp(env, project, "track", str(ident), "--persona", ch.PERSONA, "--json", timeout=30)
