@@ -81,21 +81,13 @@ def run(harness: h.Harness, env: dict[str, str], cwd: Path, prompt: str, timeout
         -> subprocess.CompletedProcess:
     """`opencode run PROMPT` (headless), in the namespace (OpenCode takes its folder from $PWD, not its cwd);
     the whole group is killed on timeout."""
-    argv = h.netns().wrap(harness.cmd("run", prompt))
-    proc = h.HarnessProcess(argv, env={**env, "PWD": str(cwd)}, cwd=cwd, stdin_pipe=False, name=f"{harness.name}-run")
-    try:
-        rc = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        diag = proc.diagnostics()
-        proc.kill()
-        raise AssertionError(f"{harness.name} run did not end within {timeout:g} s\n{diag}") from None
-    # The plugin's detached session.idle hook outlives `opencode run` (as it must); the test's sweep of the
-    # run's processes would end it too, so it is given time to finish first.
+    # The plugin's detached session.idle hook outlives `opencode run` (as it must); the sweep of the run's
+    # processes after it would end it too, so it is given time to finish first.
     state = Path(env["KIJITO_PULL_STATE_DIR"])
-    ch.wait_until(lambda: not ch.hook_pids(state, f"{harness.name}-session-idle"), 40, step=0.2)
-    out, err = proc.stdout_text(), proc.stderr_text()
-    proc.kill()
-    return subprocess.CompletedProcess(argv, rc, out, err)
+    return h.run_headless(harness.cmd("run", prompt), env={**env, "PWD": str(cwd)}, cwd=cwd, name=f"{harness.name} run",
+                          timeout=timeout,
+                          settle=lambda _proc: ch.wait_until(
+                              lambda: not ch.hook_pids(state, f"{harness.name}-session-idle"), 40, step=0.2))
 
 
 def serve(harness: h.Harness, env: dict[str, str], cwd: Path, port: int) -> h.HarnessProcess:
