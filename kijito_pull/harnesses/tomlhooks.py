@@ -65,6 +65,12 @@ def _string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
+def _table(entry: Mapping[str, Any]) -> str:
+    """One hook of ours as the `[[hooks]]` table install writes (and asks the user to write when it cannot)."""
+    return (f"[[hooks]]\nevent = {_string(entry['event'])}\ncommand = {_string(entry['command'])}\n"
+            f"timeout = {entry['timeout']}\n")
+
+
 class TomlHooks:
     """One harness's hooks as `[[hooks]]` tables in one TOML file (see the module docstring)."""
 
@@ -129,10 +135,7 @@ class TomlHooks:
         base = self.without_ours(text)
         if base and not base.endswith("\n"):
             base += "\n"
-        blocks = []
-        for entry in self.wanted(prefix, tail):
-            blocks.append(f"[[hooks]]\nevent = {_string(entry['event'])}\ncommand = {_string(entry['command'])}\n"
-                          f"timeout = {entry['timeout']}\n")
+        blocks = [_table(entry) for entry in self.wanted(prefix, tail)]
         return base + "".join(("\n" if base or n else "") + block for n, block in enumerate(blocks))
 
     def checked(self, path: Path, new: str, data: Mapping[str, Any], ours: list[dict[str, Any]]) -> bytes:
@@ -148,8 +151,7 @@ class TomlHooks:
         except tomllib.TOMLDecodeError:
             got = None
         if got != expected:
-            block = "".join(f"\n[[hooks]]\nevent = {_string(e['event'])}\ncommand = {_string(e['command'])}\n"
-                            f"timeout = {e['timeout']}\n" for e in ours)
+            block = "".join(f"\n{_table(e)}" for e in ours)
             want = f"these tables at its end:\n{block}" if ours else "kijito-pull's [[hooks]] tables"
             raise InstallError(f"{path} is written in a way kijito-pull cannot edit safely (e.g. `hooks` as an "
                                f"inline array); nothing was changed. Edit it by hand: "
