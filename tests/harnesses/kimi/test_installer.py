@@ -133,6 +133,16 @@ def test_a_file_that_cannot_be_edited_safely_is_never_rewritten(m, content):
     assert m.config.read_text() == content
 
 
+def test_a_file_that_cannot_be_edited_names_the_very_tables_install_writes(m):
+    m.config.write_text("hooks = []\n")
+    code, _, err = m.run("install", "kimi", "--user")
+    assert code != 0 and "add these tables at its end" in err, err
+    m.config.write_text("")
+    assert m.run("install", "kimi", "--user")[0] == 0
+    written = m.config.read_text()
+    assert written.count("[[hooks]]") == 3 and written.strip() in err, (written, err)
+
+
 def test_a_string_that_looks_like_a_table_is_left_alone(m):
     content = 'notes = """\n[[hooks]]\nevent = "Stop"\ncommand = "kijito-pull hook kimi-stop"\n"""\n'
     m.config.write_text(content)
