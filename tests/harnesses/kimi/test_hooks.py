@@ -174,7 +174,8 @@ def test_the_record_is_found_from_the_index_else_from_kimis_folder_name(kimi, tm
     elsewhere = tmp_path / "moved" / SID
     index = kimi.home / ".kimi-code" / "session_index.jsonl"
     index.write_text(json.dumps({"sessionId": "session_other", "sessionDir": "/x", "workDir": "/x"}) + "\n"
-                     + json.dumps({"sessionId": SID, "sessionDir": str(elsewhere), "workDir": "/y"}) + "\n")
+                     + json.dumps({"sessionId": SID, "sessionDir": str(elsewhere), "workDir": "/y"}) + "\n"
+                     + json.dumps([SID, "a line of another shape, newest"]) + "\n")
     assert record.record(kimi.payload("kimi-stop"), paths, SID).path == str(elsewhere / "agents/main/wire.jsonl")
     kimi.environ["KIMI_CODE_HOME"] = str(tmp_path / "kh")
     found = record.record(kimi.payload("kimi-stop"), Paths(kimi.environ), SID).path
