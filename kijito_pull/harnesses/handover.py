@@ -370,7 +370,8 @@ def confirm_soon(inp: HookInput, env: Environment, host: Any, seconds: float = S
     """Confirm what the session holds as soon as its record shows it, without waiting for a later hook: for a
     harness that runs none after a Stop continuation (Kimi Code CLI runs no second Stop, and no SessionEnd
     under `kimi -p`), started detached by the hook that handed the mail over. It looks every `every` seconds,
-    with a reader of its own (`settle`), while something is held; then it only watches the host process
+    with a reader of its own (`settle`), while something is held (the state, under its lock, only when the
+    record has grown since the last look); then it only watches the host process
     (`host`, a core.process.Proc), for `seconds` in all. When the host is gone within them, the session ended
     without a SessionEnd: this is its SessionEnd (`session_end`: what the record shows is confirmed, the rest
     unseen again at once). What it never saw stays pending for the session's later hooks, its SessionEnd, or
@@ -385,10 +386,12 @@ def confirm_soon(inp: HookInput, env: Environment, host: Any, seconds: float = S
     ready = setup(inp.persona, env.environ)
     deadline = time.monotonic() + seconds
     looking = True
+    size: int | None = -1  # the record's size at the last look
     try:
         while True:
             gone = host is not None and not process.alive(host.pid, host.start)
-            if looking:
+            if looking and (now := _size(record.path)) != size:
+                size = now  # taken before the read: what is appended after it is looked at next time
                 held = ready.engine.held_by(holder.key)
                 seen = reading.shown(inp.persona, held) if held else set()
                 if seen:
@@ -404,6 +407,13 @@ def confirm_soon(inp: HookInput, env: Environment, host: Any, seconds: float = S
         reading.forget()
         session_end(inp, env)
     return 0
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
 
 
 def failure_text(exc: BaseException) -> str:
