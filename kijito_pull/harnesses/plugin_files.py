@@ -121,6 +121,18 @@ def launcher_command(environ, dry_run: bool = False) -> list[str]:
     return [str(path)]
 
 
+def hooks_command(command_line: object, environ) -> tuple[str | None, bool, str | None]:
+    """What an installed hook's command line runs, for `doctor`: (the command, whether it exists, and for a
+    hook through the launcher the one line how_hooks_find says, else None)."""
+    from kijito_pull.harnesses import installkit
+    from kijito_pull.harnesses.launcher import MARKER
+
+    command, exists = installkit.command_executable(command_line, environ)
+    if command and exists and Path(command).name == MARKER:  # through the launcher: what it finds on this PATH
+        return how_hooks_find(Path(command), environ)
+    return command, exists, None
+
+
 def how_hooks_find(launcher_path: Path | None, environ) -> tuple[str | None, bool, str]:
     """How hooks that run through the launcher at `launcher_path` find kijito-pull with this PATH:
     (the command they would run, whether one is found, one line saying so) for `doctor`."""

@@ -8,7 +8,8 @@ config.toml), the TOML twin of kijito_pull.harnesses.settingshooks:
 
 `TomlHooks(harness, path_of, hooks=...)` gives such a harness its installer contract
 (kijito_pull.harnesses.base): `install`, `uninstall`, `wiring` and `add_arguments` (`--command`, `--source`,
-`--consumer`, from the settings kit, which also names our hooks and their command lines). There is no TOML
+`--consumer`, from the settings kit, which also names our hooks and their command lines; the command is
+`--command`, else kijito-pull's launcher, as the settings kit's). There is no TOML
 writer in the standard library, and the file is the user's, so it is edited as text, never re-serialized:
 
 - install appends one table per event of ours at the end (each after a blank line), having first taken out
@@ -34,7 +35,7 @@ from typing import Any
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installflow as flow
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses import sourceflags
+from kijito_pull.harnesses import plugin_files, sourceflags
 from kijito_pull.harnesses.installkit import USER, InstallError, Outcome, Result, Wiring
 from kijito_pull.harnesses.settingshooks import SettingsHooks
 
@@ -173,7 +174,9 @@ class TomlHooks:
 
     def install(self, request: Any) -> Outcome:
         outcome, raw, data = self._begin(request)
-        prefix = self.names.prefix(request.option("command"))
+        given = request.option("command")
+        # --command as given; else the launcher (this installation first, then PATH, then uvx), as the JSON kit's
+        prefix = self.names.prefix(given) if given else plugin_files.launcher_command(request.environ, request.dry_run)
         tail = sourceflags.source_flags(request)
         if self.is_installed(data, prefix, tail):
             outcome.result = Result.ALREADY_INSTALLED
@@ -182,7 +185,7 @@ class TomlHooks:
         new = self.checked(outcome.path, self.with_ours(text, prefix, tail), data, self.wanted(prefix, tail))
         ours_already = any(self.is_ours(e) for e in self.entries(data))
         return flow.install_tail(outcome, request.dry_run, raw, new,
-                                 plan=lambda: flow.note_command(outcome, prefix, request.environ),
+                                 plan=lambda: given and flow.note_command(outcome, prefix, request.environ),
                                  back_up=lambda: common.back_up_before_install(outcome.path, raw, ours_already))
 
     def uninstall(self, request: Any) -> Outcome:
@@ -228,7 +231,7 @@ class TomlHooks:
         if not found:
             return [Wiring(self.name, USER, False, str(path), None, False, "no kijito-pull hooks here")] \
                 if path.exists() else []
-        command, exists = common.command_executable(found[0].get("command"), environ)
+        command, exists, how = plugin_files.hooks_command(found[0].get("command"), environ)
         again = f"run `kijito-pull install {self.name} --user` again"
         details = []
         missing = [e for e, hook in self.events.items()
@@ -239,7 +242,9 @@ class TomlHooks:
                             if self.events.get(f.get("event")) != self.names.hook_name(f.get("command"))})
         if misplaced:
             details.append(f"a kijito-pull hook is on the wrong event ({', '.join(misplaced)}): {again}")
-        if not exists:
+        if how is not None:
+            details.append(f"hooks find kijito-pull {how}")
+        elif not exists:
             details.append(f"`{command}` does not exist: {again}")
         return [Wiring(self.name, USER, not missing, str(path), command, exists, "; ".join(details))]
 

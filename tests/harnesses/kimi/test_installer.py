@@ -17,6 +17,8 @@ import pytest
 
 from kijito_pull.cli.main import main
 from kijito_pull.core.environment import Environment
+from kijito_pull.harnesses import installkit, plugin_files
+from kijito_pull.harnesses.launcher import MARKER
 from kijito_pull.harnesses.tomlhooks import tomllib  # the standard library's, or tomli before Python 3.11
 
 KIJITO_PULL = str(Path(sys.executable).parent / "kijito-pull")
@@ -36,6 +38,8 @@ class Machine:
         self.environ = {"HOME": str(self.home), "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
                         "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": os.devnull}
         self.config = self.home / ".kimi-code" / "config.toml"
+        #: what the hooks run without --command: the launcher in kijito-pull's data folder, as every installer's
+        self.launcher = installkit.data_dir(self.environ) / plugin_files.LAUNCHER
 
     def run(self, *argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
@@ -66,8 +70,9 @@ def test_user_install_appends_three_tables_and_uninstall_restores_the_file(m):
     assert text.startswith(USER_CONFIG)  # appended: every byte of the user's kept
     found = ours(m.config)
     assert set(found) == {"UserPromptSubmit", "Stop", "SessionEnd"}
-    assert found["UserPromptSubmit"] == {"event": "UserPromptSubmit", "command": f"{KIJITO_PULL} hook kimi-prompt",
+    assert found["UserPromptSubmit"] == {"event": "UserPromptSubmit", "command": f"{m.launcher} hook kimi-prompt",
                                          "timeout": 15}
+    assert os.access(m.launcher, os.X_OK)
     assert found["Stop"]["command"].endswith("hook kimi-stop") and found["SessionEnd"]["timeout"] == 5
     assert tomllib.loads(text)["hooks"][0] == {"event": "PreToolUse", "command": "./mine.sh"}
     assert m.run("install", "kimi", "--user")[1].count("already installed") == 1
@@ -109,7 +114,7 @@ def test_a_moved_kijito_pull_is_updated_and_uninstall_still_gives_the_first_byte
     code, out, _ = m.run("install", "kimi", "--user", "--source", "redis://127.0.0.1:6379/0", "--consumer", "kimi-a")
     assert code == 0 and "installed" in out
     stop = ours(m.config)["Stop"]["command"]
-    assert stop == f"{KIJITO_PULL} hook kimi-stop --source redis://127.0.0.1:6379/0 --consumer kimi-a"
+    assert stop == f"{m.launcher} hook kimi-stop --source redis://127.0.0.1:6379/0 --consumer kimi-a"
     assert m.config.read_text().count("[[hooks]]") == 4  # theirs, and ours once each
     m.run("uninstall", "kimi", "--user")
     assert m.config.read_text() == USER_CONFIG
@@ -172,6 +177,8 @@ def test_doctor_names_the_fix(m):
     harness = m.doctor()["harness.kimi"]
     assert harness["verdict"] == "fail" and "does not exist" in harness["detail"], harness
     m.run("install", "kimi", "--user")
+    harness = m.doctor()["harness.kimi"]
+    assert "hooks find kijito-pull through" in harness["detail"] and MARKER in harness["detail"], harness
     text = m.config.read_text()
     m.config.write_text(text.replace('event = "Stop"', 'event = "Stopp"'))
     row = m.doctor()["harness.kimi"]
