@@ -14,6 +14,7 @@ from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context
 from kijito_pull.core import config, overview
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import UsageError
 from kijito_pull.core.exitcodes import ExitCode
 
 LOOPBACK = "127.0.0.1"
@@ -96,9 +97,9 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
         host = args.host if args.host is not None else LOOPBACK
         try:
             server = DashboardServer((host, args.port), board, key := make_key())
-        except OSError as exc:
-            env.error(f"dashboard: cannot listen on {host}:{args.port} ({exc.strerror or exc})")
-            return ExitCode.USAGE
+        except OSError as exc:  # exit 2 at the one boundary (cli/main.py)
+            failure = UsageError(f"cannot listen on {host}:{args.port} ({exc.strerror or exc})")
+            raise failure.within("dashboard") from None
         bound_host, port = server.server_address[:2]
         shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
         env.stdout.write(f"http://{shown}:{port}/?key={key}\n")

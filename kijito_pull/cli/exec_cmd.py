@@ -44,7 +44,6 @@ from kijito_pull.core import config, process
 from kijito_pull.core.delivery import pull_through
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.errors import SourceFailed
-from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.core.models import Message
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.sink import BatchSink
@@ -86,8 +85,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        env.error("exec: no command given (kijito-pull exec -- COMMAND ...)")
-        return ExitCode.USAGE
+        raise config.ConfigError("exec: no command given (kijito-pull exec -- COMMAND ...)")
     if shutil.which(command[0]) is None and not os.path.isfile(command[0]):
         env.error(f"exec: {command[0]}: command not found")
         return 127

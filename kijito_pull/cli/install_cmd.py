@@ -103,8 +103,7 @@ def run(args: argparse.Namespace, env: Environment) -> int:
     from kijito_pull.harnesses import installkit as common
 
     if not getattr(args, "target", None):
-        env.error(f"{args.action} what? one of: {', '.join(registry.names())}")
-        return ExitCode.USAGE
+        raise errors.UsageError(f"{args.action} what? one of: {', '.join(registry.names())}")
     harness = registry.get(args.target)
     quiet = getattr(args, "quiet", False)
     isatty = getattr(env.stderr, "isatty", None)

@@ -72,8 +72,8 @@ def _rows(env: Environment, personas: list[str] | None, consumer: str | None) ->
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     settings = options.settings(args, env)
     if args.retry is not None and (not args.persona or len(args.persona) != 1):
-        env.error("--retry needs exactly one --persona (whose cursor or stream the message is parked on)")
-        return ExitCode.USAGE
+        raise errors.UsageError("--retry needs exactly one --persona (whose cursor or stream the message is "
+                                "parked on)")
     if settings.source is not None:
         from kijito_pull.cli import fleet
 

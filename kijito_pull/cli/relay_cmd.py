@@ -18,18 +18,20 @@ holds). docs/fleets.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import threading
+from typing import IO
 
 from kijito_pull.cli import operations, options
 from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, refuse_password_in_argv
-from kijito_pull.core import metrics
+from kijito_pull.core import metrics, render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.config import ConfigError
 from kijito_pull.core.environment import Environment
 from kijito_pull.core.errors import SourceFailed
 from kijito_pull.core.exitcodes import ExitCode
-from kijito_pull.core.models import ApiError, Message
+from kijito_pull.core.models import ApiError, Message, message_at
 from kijito_pull.core.sink import Sink
 from kijito_pull.sources import redis_streams
 from kijito_pull.sources.redis_tail import TailCheck
@@ -49,6 +51,9 @@ Runs until SIGTERM or SIGINT, then exits 0. Redis unreachable at the start: exit
 request to Kijito); no --redis or a wrong scheme: exit 2."""
 DEFAULT_INTERVAL = 2.0
 RELAY_CONSUMER = "relay"
+#: A relay's first contact carries the unread mail into the stream (each group then reads it from there): far
+#: more than an agent's 50, since the relay's own events (replay_capped) reach no one who could act on them.
+RELAY_MAX_REPLAY = 10_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--poll-seconds", type=options.positive_float, default=60.0, metavar="SECONDS",
                         help="seconds between polls when the server does not long-poll (default 60)")
     options.add_personas(parser)
+    parser.add_argument("--max-replay", type=options.non_negative_int, default=RELAY_MAX_REPLAY, metavar="N",
+                        help=f"at a persona's first contact, how many of its unread messages go into the stream "
+                             f"(default {RELAY_MAX_REPLAY}; older unread mail beyond it is left at Kijito and said "
+                             f"on stderr)")
     parser.add_argument("--consumer", metavar="NAME", default=RELAY_CONSUMER,
                         help=f"the relay's own Kijito cursor (default {RELAY_CONSUMER!r})")
     options.add_connection(parser)
@@ -81,12 +90,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 class StreamSink(Sink):
     """Takes a message once Redis holds it (appended now or by another relay before), and notes it in
-    `tail`, so a Redis that lost its tail is noticed (`tail.lost()`) and refilled (`recover`)."""
+    `tail`, so a Redis that lost its tail is noticed (`tail.lost()`) and refilled (`recover`). The diagnostics
+    that say mail was not carried, or a cursor is in trouble (`SAID`), go to `notes` as one sentence each: a
+    relay has no reader of its events, and mail it left at Kijito must not pass in silence."""
 
-    def __init__(self, appender: redis_streams.Appender, tail: TailCheck, ops: metrics.Metrics | None = None):
+    SAID = frozenset({"alert", "recovered", "replay_capped", "baseline_skipped", "state_corrupt", "seed_ahead"})
+
+    def __init__(self, appender: redis_streams.Appender, tail: TailCheck, ops: metrics.Metrics | None = None,
+                 notes: IO[str] | None = None):
         self.appender = appender
         self.tail = tail
         self.ops = ops
+        self.notes = notes
         self.appended = 0
         self.redis_error: SourceFailed | None = None  # the last failure that came from Redis (not from Kijito)
 
@@ -97,6 +112,12 @@ class StreamSink(Sink):
         except SourceFailed as exc:
             self.redis_error = exc
             raise
+
+    def signal(self, event: dict) -> None:
+        if self.notes is not None and event.get("event") in self.SAID:
+            with contextlib.suppress(OSError, ValueError):
+                self.notes.write(f"kijito-pull: relay: {render.sentence(event)}\n")
+                self.notes.flush()
 
     def blames(self, exc: ApiError) -> str:
         return "redis" if exc is self.redis_error else "kijito"
@@ -116,8 +137,7 @@ class StreamSink(Sink):
                   f"re-reading them from Kijito")
         try:
             for kid in lost:
-                page = client.inbox(persona, before_id=kid + 1, limit=1)
-                message = next((m for m in page.messages if m.id == kid), None)
+                message = message_at(client, persona, kid)
                 if message is None:
                     env.error(f"{persona}: message {kid} is gone from Kijito too; it cannot be appended again")
                     self.tail.forget(persona, kid)
@@ -131,8 +151,7 @@ class StreamSink(Sink):
 
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     if not args.redis:
-        env.error("relay needs --redis redis://HOST:PORT/DB")
-        return ExitCode.USAGE
+        raise ConfigError("relay needs --redis redis://HOST:PORT/DB")
     refuse_password_in_argv(args.redis, "--redis")
     settings = options.settings(args, env)
     stop = threading.Event()
@@ -161,11 +180,13 @@ def _relay(args: argparse.Namespace, env: Environment, settings, client, stop: t
         exc.within(outcome="nothing was relayed")
         raise
     ops = operations.start(args, env, "relay", f"relay to {where}", max(180.0, 5 * args.interval))
-    sink = StreamSink(redis_streams.Appender(client, where), TailCheck(client, where, args.interval), ops)
+    sink = StreamSink(redis_streams.Appender(client, where), TailCheck(client, where, args.interval), ops,
+                      notes=env.stderr)
     with Context(settings) as ctx:
         watcher = Watcher(
             client=ctx.client, notify_client=ctx.new_client(), factory=ctx.factory, sink=sink, stop=stop,
-            make_engine=lambda persona: ctx.engine(persona, reads_for_model=False),  # never a receipt
+            make_engine=lambda persona: ctx.engine(persona, reads_for_model=False,  # never a receipt
+                                                   max_replay=args.max_replay),
             personas=settings.personas if args.persona else (),
             options=WatchOptions(consumer=settings.consumer, wait=args.wait, poll_seconds=args.poll_seconds,
                                  all_personas=not args.persona, stranded_alerts=False, urgent_alerts=False),

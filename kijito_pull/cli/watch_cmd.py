@@ -185,6 +185,9 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     all_personas = args.all_personas or not personas
     settings = Settings(env.environ, replace(options.flags(args), personas=()))  # watch's own persona rules
     consumer, _ = settings.consumer, settings.source or settings.connection()  # checked before anything starts
+    if settings.source is not None and not personas:
+        raise config.ConfigError("watch --source needs --persona (or --personas): a Redis source has no persona "
+                                 "directory")
     loop: queue.Queue = queue.Queue()
     sink = build_sink(args, env, loop)
     stale_after = max(180.0, 3.0 * args.poll_seconds)
@@ -240,10 +243,7 @@ def watch_source(args: argparse.Namespace, env: Environment, settings: Settings,
     """`watch --source redis://...`: the watch loop (watch/loop.py) over each persona's consumer group, woken
     by their streams' wake (sources/redis_wake.py: one XREAD BLOCK over them all, on a connection of its
     own) and sweeping every --poll-seconds (entries given back or claimed back wake nobody). Kijito is sent
-    nothing (docs/fleets.md)."""
-    if not personas:
-        env.error("watch --source needs --persona (or --personas): a Redis source has no persona directory")
-        return ExitCode.USAGE
+    nothing (docs/fleets.md). `personas` is not empty (`run` checked)."""
     from kijito_pull.sources import redis_streams, redis_wake
 
     # The hold is --wait (1 s at least), and within --stale-after, so the idle loop's answers keep the

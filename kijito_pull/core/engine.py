@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from kijito_pull.core import confirmations, directory
 from kijito_pull.core import pending as pending_mod
 from kijito_pull.core.cursorfields import fingerprint
-from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy
+from kijito_pull.core.models import ApiError, InboxPage, Message, Untrustworthy, message_at
 from kijito_pull.core.pending import Holder
 from kijito_pull.core.pull import CORRUPT, FIRST_CONTACT, NORMAL, Coverage, Pull, parked_record
 from kijito_pull.core.source import Look, SignalFactory
@@ -288,10 +288,9 @@ class Engine:
             message = visible.get(ident)
             if message is None:
                 try:
-                    page = self.client.inbox(self.persona, before_id=ident + 1, limit=1)
+                    message = message_at(self.client, self.persona, ident)
                 except ApiError:
                     continue  # tried again next pull
-                message = next((m for m in page.messages if m.id == ident), None)
             if message is None:
                 parked[ident] = {**record, "retry": False, "reason": "asked to retry, but it is gone from the server"}
                 continue

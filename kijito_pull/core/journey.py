@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from kijito_pull.core import confirmations, receipts
 from kijito_pull.core.files import listed
-from kijito_pull.core.models import InboxPage
+from kijito_pull.core.models import InboxPage, message_at
 from kijito_pull.core.state import StateError, StateStore
 
 KIJITO = "kijito"
@@ -128,8 +128,7 @@ class Journey:
 def at_kijito(client: Reader, persona: str, ident: int) -> Step:
     """Kijito's read flag on message `ident` of `persona`: one request (the newest row below ident + 1),
     which never marks anything read. Raises core.models.ApiError when Kijito cannot be asked."""
-    page = client.inbox(persona, before_id=ident + 1, limit=1)
-    row = next((m for m in page.messages if m.id == ident), None)
+    row = message_at(client, persona, ident)
     if row is None:
         return Step(KIJITO, "unknown", f"message {ident} is not in {persona}'s inbox at Kijito")
     if row.read:
@@ -257,11 +256,10 @@ def receipts_known(persona: str, own: tuple[bool, str] | None, found: Iterable[C
 def confirmed_since(cursors_dir: Path, since: float, persona: str | None = None) -> list[dict[str, Any]]:
     """Every hand-over confirmed on this machine at or after epoch `since` (e.g. time.time() - 3600), oldest
     first: {"persona", "consumer", "api_base", "id", "holder", "at"}. Reads files only, and only the cursors
-    whose confirmation log changed since then (a thousand idle cursors cost a directory listing)."""
-    if not cursors_dir.is_dir():
-        return []
+    whose confirmation log changed since then (a thousand idle cursors cost a directory listing). StateError
+    (one line) when the folder exists and cannot be read."""
     recent = []
-    for log in sorted(cursors_dir.glob(f"*.json{confirmations.SUFFIX}")):
+    for log in listed(cursors_dir, f"*.json{confirmations.SUFFIX}"):
         try:
             if os.stat(log).st_mtime < since:
                 continue  # nothing in it is recent enough (the rotated generation is older still)

@@ -3,7 +3,7 @@
 The envelopes of the Kijito API (docs/server-api.md) are parsed here into typed results or `ApiError` (a
 `core.errors.SourceFailed`, exit 1); nothing malformed ever turns into "no mail". Standard library only:
 the engine and the hook fast path use these types without importing the HTTP stack (core.api is the
-client that fetches them)."""
+client that fetches them; `message_at` is the one request that reads a single row through it)."""
 
 from __future__ import annotations
 
@@ -162,6 +162,14 @@ class InboxPage:
     def declares_end(self) -> bool:
         """A consistent page that withheld nothing: there is nothing older than it."""
         return not self.withheld and self.continuation is None and self.contradiction() is None
+
+
+def message_at(client: Any, persona: str, ident: int) -> Message | None:
+    """Message `ident` of `persona`'s inbox, None when the inbox does not hold it: one request that marks
+    nothing (the newest row below ident + 1 is ident itself when it is there), through a client with
+    core.api.KijitoClient's `inbox`. ApiError when the server cannot be asked."""
+    page = client.inbox(persona, before_id=ident + 1, limit=1)
+    return next((m for m in page.messages if m.id == ident), None)
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,8 @@ class ReadReceipts:
 
     @contextlib.contextmanager
     def open(self, peek: bool = False, holder: Holder | None = None) -> Iterator[OpenPull]:
-        if not peek:  # the marker before the cursor file: a sender never sees this cursor without it
+        if not peek and not published(self.engine.store.path):  # once: one lstat on later pulls
+            # the marker before the cursor file: a sender never sees this cursor without it
             store = self.engine.store
             with contextlib.suppress(StateError):
                 ensure_private_dir(store.path.parent, store.root)

@@ -7,8 +7,7 @@ directory (`directory`), this machine's cursor rows (`cursors`: core/overview.py
 `wait_newer`; `text` is the snapshot as JSON, serialised once per change however many browsers read it.
 
 Confirmations come from the confirmation log beside each cursor (core/journey.py's `confirmed_since`,
-`confirmations`) once one changed while the page runs; until then from what the board saw change since it
-started: a hand-over that left a cursor's pending list without being parked. Two things no file records are
+`confirmations`), which every confirmation writes (core/confirmations.py). Two things no file records are
 measured here, from what the board saw change (each said so in the snapshot): the wake
 latency of a delivery is the time from the notify answer that announced a persona's new mail to this
 machine's state showing it handed over (the write time of the cursor file that shows the new pending
@@ -94,8 +93,6 @@ class Board:
         self._relay_waiting: dict[str, float] = {}  # persona -> first announcement not yet in its stream
         self._relay_last: dict[str, float] = {}  # persona -> the last relay lag measured (seconds)
         self._wakes: collections.deque = collections.deque(maxlen=KEEP_WAKES)
-        self._confirmed: collections.deque = collections.deque()
-        self._recorded_confirmations = False
         self._logged: list[dict[str, Any]] = []
         self._problems: dict[str, str] = {}  # feed -> what went wrong in it (shown until it works again)
         self._key: str | None = None
@@ -154,10 +151,8 @@ class Board:
 
     def confirmations(self, rows: list[dict[str, Any]]) -> None:
         """The confirmations this machine's confirmation logs record for the last hour (core/journey.py's
-        `confirmed_since` rows: persona, consumer, api_base, id, holder, at); from then on they, not what the
-        board saw change, are what the page shows."""
+        `confirmed_since` rows: persona, consumer, api_base, id, holder, at), the whole current set."""
         with self._lock:
-            self._recorded_confirmations = True
             self._logged = [r for r in rows if r.get("api_base") == self.api_base and self._wanted(r.get("persona"))
                             and (self.consumer is None or r.get("consumer") == self.consumer)]
         self._publish()
@@ -190,12 +185,6 @@ class Board:
         persona = after["persona"]
         held_before = {i: p for p in before.get("pending") or [] if p["holder"] for i in p["ids"]}
         held_after = {i: p for p in after.get("pending") or [] if p["holder"] for i in p["ids"]}
-        parked = {p["id"] for p in after.get("parked") or []}
-        if not self._recorded_confirmations:
-            for ident, p in held_before.items():
-                if ident not in held_after and ident not in parked and _position(after) >= ident:
-                    self._confirmed.append({"persona": persona, "consumer": after["consumer"], "id": ident,
-                                            "holder": p["holder"], "at": iso(now)})
         fresh = [p for i, p in held_after.items() if i not in held_before]
         # the cursor passed mail that was never held here (a script's consumer took it), not a confirmation
         moved = _position(after) > max([_position(before), *held_before])
@@ -235,8 +224,6 @@ class Board:
     def snapshot(self) -> dict[str, Any]:
         now = self.clock()
         with self._lock:
-            while self._confirmed and (epoch(self._confirmed[0]["at"]) or now) < now - HOUR:
-                self._confirmed.popleft()
             rows = [r for r in self._rows if r.get("api_base") == self.api_base
                     and (self.consumer is None or r.get("consumer") == self.consumer)]
             others = [r for r in self._rows if r not in rows]
@@ -254,11 +241,8 @@ class Board:
                                     "harness": harness, "session": session, "ids": p["ids"], "since": p["since"],
                                     "handovers": p["handovers"]})
                 parked += [{"persona": r["persona"], "consumer": r["consumer"], **p} for p in r.get("parked") or []]
-            if self._recorded_confirmations:
-                confirmed = [{k: v for k, v in c.items() if k != "api_base"} for c in self._logged
-                             if (epoch(c.get("at")) or 0) >= now - HOUR]
-            else:
-                confirmed = list(self._confirmed)
+            confirmed = [{k: v for k, v in c.items() if k != "api_base"} for c in self._logged
+                         if (epoch(c.get("at")) or 0) >= now - HOUR]
             confirmed.sort(key=lambda c: c.get("at") or "", reverse=True)
             redis = None
             if self._redis is not None:
@@ -271,8 +255,7 @@ class Board:
                 "version": self.version, "now": iso(now), "started": iso(self.started), "api_base": self.api_base,
                 "consumer": self.consumer, "kijito": dict(self._kijito), "personas": personas,
                 "cursors": rows, "other_cursors": len(others), "pending": pending, "parked": parked,
-                "confirmations": {"recorded": "log" if self._recorded_confirmations else "observed",
-                                  "last_hour": len(confirmed), "rows": confirmed[:50]},
+                "confirmations": {"last_hour": len(confirmed), "rows": confirmed[:50]},
                 "wakes": {"measured": "from the notify answer announcing the mail to this machine's hand-over",
                           "rows": list(self._wakes)},
                 "redis": redis, "problems": sorted(self._problems.values()),

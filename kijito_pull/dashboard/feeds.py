@@ -123,8 +123,8 @@ class Feeds:
         found: set[Path] = set()
         try:
             entries = [e for e in os.scandir(self.cursor_dir) if e.name.endswith(".json")]
-        except OSError:
-            entries = []
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []  # no cursor yet; a folder that cannot be read is said on the page (`_cursors`)
         for entry in entries:
             path = Path(entry.path)
             found.add(path)

@@ -27,6 +27,9 @@ from typing import Any
 from kijito_pull.dashboard.board import Board
 
 KEEPALIVE = 15.0
+#: Seconds a connection may send nothing of its request (or a browser take nothing of an event) before it
+#: is closed: a client that opens a connection and stays silent never holds a thread for good.
+IDLE_TIMEOUT = 60.0
 FORBIDDEN = b"forbidden: open the address `kijito-pull dashboard` printed; it carries the access key (?key=...)\n"
 
 
@@ -54,8 +57,9 @@ class DashboardServer(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], board: Board, key: str):
+    def __init__(self, address: tuple[str, int], board: Board, key: str, idle_timeout: float = IDLE_TIMEOUT):
         self.board = board
+        self.idle_timeout = idle_timeout
         self.key = key.encode()
         self.template = page_template()
         self.closing = threading.Event()
@@ -80,6 +84,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def setup(self) -> None:
+        self.timeout = self.server.idle_timeout  # the socket's: every read of a request and every write is bounded
         super().setup()
         # headers and body are two writes: without this, a kept-alive connection waits out delayed ACKs
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -77,12 +77,3 @@ def _group_step(client: Any, persona: str, kid: int, sid: str, group: dict[str, 
         return Step(REDIS, "acknowledged", f"group {name} acknowledged it{who}", at=at, consumer=name, holder=holder)
     return Step(REDIS, "waiting", f"group {name} has not read that far yet", consumer=name)
 
-
-def acknowledged_since(client: Any, persona: str, since: float, where: str = "redis") -> list[dict[str, Any]]:
-    """Every acknowledgement of `persona`'s stream at or after epoch `since`, oldest first (the dashboard's
-    confirmations in the last hour, fleet-wide): {"persona", "group", "sid", "holder", "at"}, from the capped
-    acks stream (its entry ids are the times). ApiError when Redis cannot be read."""
-    with failures(where):
-        rows = client.xrange(acks_key(persona), f"{int(since * 1000)}-0", "+", count=_SCAN)
-    return [{"persona": persona, "group": f.get("group"), "sid": f.get("sid"), "holder": f.get("holder") or None,
-             "at": iso(_sid(aid)[0] / 1000)} for aid, f in rows]

@@ -90,6 +90,14 @@ def test_unknown_flag_is_a_usage_error(cli):
     assert cli("--once", "--no-such-flag").code == 2
 
 
+def test_usage_errors_a_command_finds_itself_are_one_line_and_exit_2(cli):
+    for argv, words in ((["relay"], "relay needs --redis"), (["exec", "--persona", "P"], "no command given"),
+                        (["parked", "--retry", "1"], "exactly one --persona")):
+        result = cli(*argv)
+        _one_line_usage_error(result)
+        assert words in result.stderr, (argv, result.stderr)
+
+
 def test_pull_and_once_spellings_are_the_same_command(sb, cli):
     a = sb.send(to="P", sender="Q", content="a")
     assert cli("pull", "--once", "--json", "--persona", "P").new_ids == [a]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from kijito_pull.core import confirmations, journey
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.engine import Engine
@@ -203,3 +205,13 @@ def test_the_confirmation_log_is_bounded_and_survives_damage(tmp_path):
     confirmations.note(cursor, {3000: "pi:s"}, at=5000.0)
     assert confirmations.read(cursor, ids=[3000]) == [confirmations.Confirmation(3000, "pi:s", 5000.0)]
     assert [c.id for c in confirmations.read(cursor, since=4000.0)] == [3000]
+
+
+def test_confirmed_since_says_a_cursor_folder_it_cannot_read_is_unreadable_not_empty(tmp_path):
+    from kijito_pull.core.state import StateError
+
+    assert journey.confirmed_since(tmp_path / "none yet", 0.0) == []
+    loop = tmp_path / "cursors"
+    loop.symlink_to(loop)  # exists, can never be listed (a mode would not stop root)
+    with pytest.raises(StateError, match="cannot be read"):  # not "no confirmation": it cannot see
+        journey.confirmed_since(loop, 0.0)

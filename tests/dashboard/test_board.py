@@ -1,12 +1,12 @@
-"""The board's own reasoning (dashboard/board.py), on the rows core/overview.py makes: what counts as a
-confirmation and as a wake, from two reads of one cursor and the notify answers between them."""
+"""The board's own reasoning (dashboard/board.py), on the rows core/overview.py makes: what counts as a wake,
+from two reads of one cursor and the notify answers between them, and which logged confirmations it shows."""
 
 from __future__ import annotations
 
 import json
 
 from kijito_pull.core.models import NotifyResult, PendingCount
-from kijito_pull.dashboard.board import Board
+from kijito_pull.dashboard.board import Board, iso
 
 BASE = "http://127.0.0.1:9"
 
@@ -35,7 +35,7 @@ def snap(board: Board) -> dict:
     return json.loads(board.current()[1])
 
 
-def test_message_0_handed_over_then_confirmed_is_one_wake_and_one_confirmation():
+def test_message_0_handed_over_then_confirmed_is_one_wake():
     clock = Clock()
     board = Board(BASE, clock=clock)
     board.counts(counts(0), True)
@@ -46,17 +46,32 @@ def test_message_0_handed_over_then_confirmed_is_one_wake_and_one_confirmation()
     board.cursors([row(None, held=[0])], {"/s/river.json": clock.now - 0.05})
     clock.now += 5
     board.cursors([row(0)], {"/s/river.json": clock.now})  # confirmed: the cursor moved onto it
-    s = snap(board)
-    assert [(c["id"], c["holder"]) for c in s["confirmations"]["rows"]] == [(0, "claude:s1")]
-    assert s["confirmations"]["recorded"] == "observed"
-    [wake] = s["wakes"]["rows"]  # the confirmation moved the cursor: no second wake
+    [wake] = snap(board)["wakes"]["rows"]  # the confirmation moved the cursor: no second wake
     assert wake["how"] == "hand-over" and wake["seconds"] == 0.2
 
 
-def test_a_hand_over_given_back_or_parked_is_not_a_confirmation():
+def logged(ident, at, api_base=BASE, consumer="agent"):  # noqa: ANN001, ANN201
+    return {"persona": "river", "consumer": consumer, "api_base": api_base, "id": ident, "holder": "claude:s1",
+            "at": iso(at)}
+
+
+def test_confirmations_are_the_logs_of_this_account_and_consumer_in_the_last_hour_never_a_guess():
+    clock = Clock()
+    board = Board(BASE, consumer="agent", clock=clock)
+    board.cursors([row(4, held=[5, 6])])
+    board.cursors([row(6)])  # 5 and 6 left the pending list, the cursor passed them: no log says confirmed
+    assert snap(board)["confirmations"] == {"last_hour": 0, "rows": []}
+    board.confirmations([logged(5, clock.now - 10), logged(6, clock.now - 5), logged(7, clock.now - 4000),
+                         logged(8, clock.now, api_base="http://elsewhere"), logged(9, clock.now, consumer="ci")])
+    s = snap(board)["confirmations"]
+    assert [(c["id"], c["holder"]) for c in s["rows"]] == [(6, "claude:s1"), (5, "claude:s1")]  # newest first
+    assert s["last_hour"] == 2 and "api_base" not in s["rows"][0]
+
+
+def test_a_parked_hand_over_is_shown_parked():
     board = Board(BASE, clock=Clock())
     board.cursors([row(4, held=[5, 6])])
-    board.cursors([row(4, parked=[5])])  # 5 parked, 6 released (the holder gone): neither confirmed
+    board.cursors([row(4, parked=[5])])  # 5 parked, 6 released (the holder gone)
     assert snap(board)["confirmations"]["rows"] == []
     assert snap(board)["parked"][0]["id"] == 5
 

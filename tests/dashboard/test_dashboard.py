@@ -122,6 +122,39 @@ def test_the_page_shows_the_rows_status_json_prints(sb, tmp_path):
         assert [p["persona"] for p in snap["personas"]] == ["argus"]
 
 
+def test_a_cursor_folder_that_cannot_be_read_is_said_on_the_page_not_shown_empty(sb, tmp_path):
+    from kijito_pull.core.paths import Paths
+
+    cursors = Paths({"KIJITO_PULL_STATE_DIR": str(tmp_path / "state")}).cursors_dir
+    cursors.parent.mkdir(parents=True, mode=0o700)
+    cursors.symlink_to(cursors)  # a link to itself: it exists and can never be listed (root reads any mode)
+    with dashboard(sb.url, sb.token, tmp_path / "state") as dash:
+        snap = dash.wait(lambda s: s["problems"] and s["kijito"]["state"] == "up")
+        [problem] = snap["problems"]
+        assert problem.startswith("reading this machine's cursor files failed: ") and str(cursors) in problem
+        assert "symbolic links" in problem
+        assert snap["cursors"] == [] and snap["confirmations"]["rows"] == []
+
+
+def test_a_connection_that_sends_nothing_is_closed_not_held():
+    import threading
+    import time
+
+    from kijito_pull.dashboard import server as dash_server
+    from kijito_pull.dashboard.board import Board
+
+    served = dash_server.DashboardServer(("127.0.0.1", 0), Board("http://127.0.0.1:9"), dash_server.make_key(),
+                                         idle_timeout=0.5)
+    threading.Thread(target=served.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        with socket.create_connection(served.server_address[:2], timeout=10) as silent:
+            started = time.monotonic()
+            assert silent.recv(1) == b""  # the server hung up on a request that never came
+            assert time.monotonic() - started < 5
+    finally:
+        served.close()
+
+
 def test_help_teaches_the_address_the_key_and_loopback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "kijito_pull", "dashboard", "--help"], capture_output=True,
                           text=True, env=environ("http://127.0.0.1:9", "x", tmp_path), timeout=30)

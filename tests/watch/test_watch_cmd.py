@@ -479,6 +479,9 @@ def test_watch_help_and_usage_errors(cli):
     assert cli("watch", "--persona", "P", "--emit", "exec-per-event").code == 2
     assert cli("watch", "--persona", "P", "--events-file-template", "/tmp/no-placeholder").code == 2
     assert cli("watch", "--persona", "../x").code == 2
+    fleet = cli("watch", "--source", "redis://127.0.0.1:9/0")  # nothing is started, Redis never asked
+    assert fleet.code == 2 and "watch --source needs --persona" in fleet.stderr
+    assert len(fleet.stderr.splitlines()) == 1
 
 
 @pytest.mark.parametrize("system", ["systemd", "launchd"])

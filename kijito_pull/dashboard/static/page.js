@@ -101,10 +101,6 @@
 
     fill($("confirmations").tBodies[0], snap.confirmations.rows.map((c) =>
       row([c.persona, { text: c.id, cls: "num" }, c.holder || c.consumer, agoCell(c.at)])), "none in the last hour", 4);
-    $("confirmations-panel").querySelector(".note").textContent = snap.confirmations.recorded === "log" ?
-      "From the confirmation log beside each of this machine's cursors." :
-      "Seen by this dashboard since " + new Date(Date.parse(snap.started)).toLocaleTimeString() +
-      " (no confirmation log on this machine).";
 
     fill($("wakes").tBodies[0], snap.wakes.rows.map((w) => row([w.persona, w.consumer,
       { text: w.seconds.toFixed(2) + " s", cls: "num" }, w.how, agoCell(w.delivered_at)])), "no delivery seen yet", 5);
