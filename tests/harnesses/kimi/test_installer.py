@@ -191,8 +191,10 @@ def test_doctor_names_the_fix(m):
     kimi.chmod(0o755)
     m.environ["PATH"] = f"{kimi.parent}{os.pathsep}{m.environ['PATH']}"
     m.environ["KIJITOMON_TOKEN"] = "kimi-doctor-secret-3f9"
+    m.environ["KIJITO_PULL_REDIS_PASSWORD"] = "kimi-doctor-redis-7c1"
     check = m.doctor()["kimi.config"]
-    assert "kimi-doctor-secret-3f9" not in (m.home / "kimi-env").read_text()  # the token stays ours
+    seen = (m.home / "kimi-env").read_text()
+    assert "kimi-doctor-secret-3f9" not in seen and "kimi-doctor-redis-7c1" not in seen  # our secrets stay ours
     assert check["verdict"] == "fail" and "hooks[2].event: Invalid option" in check["detail"], check
     assert "kijito-pull install kimi --user" in check["fix"]
 
