@@ -6,6 +6,7 @@ written and flushed (`delivery.pull_through` with a batch sink).
     prompt          UserPromptSubmit: mail that arrived since as `additionalContext` (Qwen Code)
     stop            Stop: unseen mail blocks the stop (`{"decision": "block", "reason": ...}`), at most
                     `max_stop_blocks` times in a row per session; never twice for the same mail
+    checked_pull    one pull whose failure is one stderr line (the adapters' own handlers use it too)
     answer          runs one of them inside a budget (`Output`): if nothing was written when the budget
                     runs out, one stderr line and exit 0, with the harness's "nothing to do" answer
 
@@ -369,7 +370,8 @@ def confirm_soon(inp: HookInput, env: Environment, host: Any, seconds: float = S
     """Confirm what the session holds as soon as its record shows it, without waiting for a later hook: for a
     harness that runs none after a Stop continuation (Kimi Code CLI runs no second Stop, and no SessionEnd
     under `kimi -p`), started detached by the hook that handed the mail over. It looks every `every` seconds,
-    with a reader of its own (`settle`), while something is held; then it only watches the host process
+    with a reader of its own (`settle`), while something is held (the state, under its lock, only when the
+    record has grown since the last look); then it only watches the host process
     (`host`, a core.process.Proc), for `seconds` in all. When the host is gone within them, the session ended
     without a SessionEnd: this is its SessionEnd (`session_end`: what the record shows is confirmed, the rest
     unseen again at once). What it never saw stays pending for the session's later hooks, its SessionEnd, or
@@ -384,10 +386,12 @@ def confirm_soon(inp: HookInput, env: Environment, host: Any, seconds: float = S
     ready = setup(inp.persona, env.environ)
     deadline = time.monotonic() + seconds
     looking = True
+    size: int | None = -1  # the record's size at the last look
     try:
         while True:
             gone = host is not None and not process.alive(host.pid, host.start)
-            if looking:
+            if looking and (now := _size(record.path)) != size:
+                size = now  # taken before the read: what is appended after it is looked at next time
                 held = ready.engine.held_by(holder.key)
                 seen = reading.shown(inp.persona, held) if held else set()
                 if seen:
@@ -403,6 +407,13 @@ def confirm_soon(inp: HookInput, env: Environment, host: Any, seconds: float = S
         reading.forget()
         session_end(inp, env)
     return 0
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
 
 
 def failure_text(exc: BaseException) -> str:
@@ -449,21 +460,30 @@ def prompt(inp: HookInput, env: Environment, out: Output) -> int:
     there is none). What the session already holds stays held (`HELD_KEPT`): it was handed over with this
     session's context or a Stop block, and the prompt's request carries it already; the record confirms it
     later. Any failure lets the prompt go on, saying why."""
-    persona = inp.persona
     sink = HookSink(lambda text: out.json(context_json("UserPromptSubmit", text)))
     sink.held = HELD_KEPT
+    checked_pull(inp, env, out, sink, failed=" (nothing was acknowledged)")
+    return 0
+
+
+def checked_pull(inp: HookInput, env: Environment, out: Output, sink: HookSink, *, stopping: str = "",
+                 failed: str = "; nothing was acknowledged",
+                 via: Callable[[HookInput, Environment, HookSink], PullReport] | None = None) -> PullReport | None:
+    """One hand-over through `sink` (`via`, default `pull`), its problems reported (report_problems); None when
+    it failed, having said why in one stderr line: `inbox not checked: <why>`, then `stopping` (what the
+    session does now), then `failed` when nothing had been written (written_before_failure: else the written
+    answer stands). The hook goes on either way."""
     try:
-        report = pull(inp, env, sink)
+        report = (via or pull)(inp, env, sink)
     except config.ConfigError as exc:
-        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)}")
-        return 0
+        say(env.stderr, f"{inp.hook}: {inp.persona}: inbox not checked: {failure_text(exc)}{stopping}")
+        return None
     except (ApiError, StateError) as exc:
         if not written_before_failure(inp, env, out, exc):
-            say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)} (nothing was "
-                            f"acknowledged)")
-        return 0
+            say(env.stderr, f"{inp.hook}: {inp.persona}: inbox not checked: {failure_text(exc)}{stopping}{failed}")
+        return None
     report_problems(inp, env, report)
-    return 0
+    return report
 
 
 def written_before_failure(inp: HookInput, env: Environment, out: Output, exc: Exception) -> bool:
@@ -520,17 +540,10 @@ def stop(inp: HookInput, env: Environment, out: Output) -> int:
                             f"{cap}); unseen mail waits for the next pull")
         return 0
     sink = HookSink(lambda text: out.json(block_json(text)))
-    try:
-        report = pull(inp, env, sink)
-    except config.ConfigError as exc:
-        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)}; letting the agent stop")
+    report = checked_pull(inp, env, out, sink, stopping="; letting the agent stop",
+                          failed=" (nothing was acknowledged)")
+    if report is None:
         return 0
-    except (ApiError, StateError) as exc:
-        if not written_before_failure(inp, env, out, exc):
-            say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {failure_text(exc)}; letting the agent stop "
-                            f"(nothing was acknowledged)")
-        return 0
-    report_problems(inp, env, report)
     if sink.notes and not report.delivered:
         for note in sink.notes:
             say(env.stderr, f"{inp.hook}: {render.sanitize(note)}")

@@ -160,6 +160,12 @@ def config_home(environ: Mapping[str, str]) -> Path:
     return Paths(environ).config_home
 
 
+def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a harness's own command that kijito-pull runs (`opencode export`, `qwen sessions
+    controllers add`): every Kijito setting left out, the token and the Redis password with them."""
+    return {k: v for k, v in environ.items() if not k.upper().startswith(("KIJITO", "KIJITOMON"))}
+
+
 def which(name: str, environ: Mapping[str, str]) -> str | None:
     """`name` resolved on the PATH of `environ` (an absolute path that is an executable file, or None)."""
     if os.sep in name:

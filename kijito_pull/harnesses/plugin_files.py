@@ -31,6 +31,7 @@ CLAUDE_OPTIONAL = ("monitors/monitors.json",)
 PI_FILES = ("package.json", "extensions/kijito-pull.ts")  # and LAUNCHER, from the Claude bundle
 OPENCODE_FILES = ("extensions/opencode/kijito-pull.js",)
 COPILOT_FILES = ("extensions/copilot/kijito-pull/extension.mjs",)
+BUNDLES = {CLAUDE: CLAUDE_FILES, PI: PI_FILES, OPENCODE: OPENCODE_FILES, COPILOT: COPILOT_FILES}
 
 
 class MissingPluginFiles(UsageError, FileNotFoundError):
@@ -54,17 +55,14 @@ def _root(bundle: str, first: str) -> Path:
 def bundle_root(bundle: str) -> Path:
     """Where one bundle's files are: `kijito_pull/data/<bundle>` in a wheel, else in the checkout (the
     repository root, the Claude Code plugin's own folder plugins/claude/)."""
-    first = {CLAUDE: CLAUDE_FILES[0], PI: PI_FILES[0], OPENCODE: OPENCODE_FILES[0], COPILOT: COPILOT_FILES[0]}[bundle]
-    return _root(bundle, first)
+    return _root(bundle, BUNDLES[bundle][0])
 
 
 def files(bundle: str) -> dict[str, Path]:
     """Relative name -> source path of every file of `bundle` ("claude-plugin", "pi", "opencode" or "copilot")."""
     root = bundle_root(bundle)
-    names = (CLAUDE_FILES + CLAUDE_OPTIONAL if bundle == CLAUDE else OPENCODE_FILES if bundle == OPENCODE
-             else COPILOT_FILES if bundle == COPILOT else PI_FILES)
     out = {}
-    for name in names:
+    for name in BUNDLES[bundle] + (CLAUDE_OPTIONAL if bundle == CLAUDE else ()):
         path = root / name
         if path.is_file():
             out[name] = path
@@ -121,6 +119,18 @@ def launcher_command(environ, dry_run: bool = False) -> list[str]:
     if not dry_run:
         installkit.materialize(path.parent.parent, {LAUNCHER: launcher()}, contents={LAUNCHER: launcher_contents()})
     return [str(path)]
+
+
+def hooks_command(command_line: object, environ) -> tuple[str | None, bool, str | None]:
+    """What an installed hook's command line runs, for `doctor`: (the command, whether it exists, and for a
+    hook through the launcher the one line how_hooks_find says, else None)."""
+    from kijito_pull.harnesses import installkit
+    from kijito_pull.harnesses.launcher import MARKER
+
+    command, exists = installkit.command_executable(command_line, environ)
+    if command and exists and Path(command).name == MARKER:  # through the launcher: what it finds on this PATH
+        return how_hooks_find(Path(command), environ)
+    return command, exists, None
 
 
 def how_hooks_find(launcher_path: Path | None, environ) -> tuple[str | None, bool, str]:

@@ -48,7 +48,6 @@ from kijito_pull.harnesses import installflow as flow
 from kijito_pull.harnesses import installkit as common
 from kijito_pull.harnesses import plugin_files, sourceflags
 from kijito_pull.harnesses.installkit import PROJECT, USER, InstallError, Outcome, Result, Wiring
-from kijito_pull.harnesses.launcher import MARKER
 
 #: A harness step run by the install sequence: (the request, the outcome so far).
 Step = Callable[[Any, Outcome], None]
@@ -211,11 +210,7 @@ class SettingsHooks:
                     out.append(Wiring(self.name, scope, False, str(path), None, False, "no kijito-pull hooks here"))
                 continue
             commands = [h.get("command") for hs in found.values() for h in hs]
-            command, exists = common.command_executable(commands[0], environ)
-            launcher = Path(command) if command and Path(command).name == MARKER else None
-            how = None
-            if launcher is not None and exists:  # through the launcher: what it finds on this PATH
-                command, exists, how = plugin_files.how_hooks_find(launcher, environ)
+            command, exists, how = plugin_files.hooks_command(commands[0], environ)
             again = f"run `kijito-pull install {self.name} --{scope}` again"
             details = []
             missing = [e for e, hook in self.events.items()

@@ -8,7 +8,8 @@ config.toml), the TOML twin of kijito_pull.harnesses.settingshooks:
 
 `TomlHooks(harness, path_of, hooks=...)` gives such a harness its installer contract
 (kijito_pull.harnesses.base): `install`, `uninstall`, `wiring` and `add_arguments` (`--command`, `--source`,
-`--consumer`, from the settings kit, which also names our hooks and their command lines). There is no TOML
+`--consumer`, from the settings kit, which also names our hooks and their command lines; the command is
+`--command`, else kijito-pull's launcher, as the settings kit's). There is no TOML
 writer in the standard library, and the file is the user's, so it is edited as text, never re-serialized:
 
 - install appends one table per event of ours at the end (each after a blank line), having first taken out
@@ -34,7 +35,7 @@ from typing import Any
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.harnesses import installflow as flow
 from kijito_pull.harnesses import installkit as common
-from kijito_pull.harnesses import sourceflags
+from kijito_pull.harnesses import plugin_files, sourceflags
 from kijito_pull.harnesses.installkit import USER, InstallError, Outcome, Result, Wiring
 from kijito_pull.harnesses.settingshooks import SettingsHooks
 
@@ -63,6 +64,12 @@ def parse(raw: bytes | None, path: Path) -> dict[str, Any]:
 def _string(text: str) -> str:
     """`text` as a TOML basic string (JSON's escapes are TOML's, but for DEL, which TOML wants escaped)."""
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _table(entry: Mapping[str, Any]) -> str:
+    """One hook of ours as the `[[hooks]]` table install writes (and asks the user to write when it cannot)."""
+    return (f"[[hooks]]\nevent = {_string(entry['event'])}\ncommand = {_string(entry['command'])}\n"
+            f"timeout = {entry['timeout']}\n")
 
 
 class TomlHooks:
@@ -129,10 +136,7 @@ class TomlHooks:
         base = self.without_ours(text)
         if base and not base.endswith("\n"):
             base += "\n"
-        blocks = []
-        for entry in self.wanted(prefix, tail):
-            blocks.append(f"[[hooks]]\nevent = {_string(entry['event'])}\ncommand = {_string(entry['command'])}\n"
-                          f"timeout = {entry['timeout']}\n")
+        blocks = [_table(entry) for entry in self.wanted(prefix, tail)]
         return base + "".join(("\n" if base or n else "") + block for n, block in enumerate(blocks))
 
     def checked(self, path: Path, new: str, data: Mapping[str, Any], ours: list[dict[str, Any]]) -> bytes:
@@ -148,8 +152,7 @@ class TomlHooks:
         except tomllib.TOMLDecodeError:
             got = None
         if got != expected:
-            block = "".join(f"\n[[hooks]]\nevent = {_string(e['event'])}\ncommand = {_string(e['command'])}\n"
-                            f"timeout = {e['timeout']}\n" for e in ours)
+            block = "".join(f"\n{_table(e)}" for e in ours)
             want = f"these tables at its end:\n{block}" if ours else "kijito-pull's [[hooks]] tables"
             raise InstallError(f"{path} is written in a way kijito-pull cannot edit safely (e.g. `hooks` as an "
                                f"inline array); nothing was changed. Edit it by hand: "
@@ -171,7 +174,9 @@ class TomlHooks:
 
     def install(self, request: Any) -> Outcome:
         outcome, raw, data = self._begin(request)
-        prefix = self.names.prefix(request.option("command"))
+        given = request.option("command")
+        # --command as given; else the launcher (this installation first, then PATH, then uvx), as the JSON kit's
+        prefix = self.names.prefix(given) if given else plugin_files.launcher_command(request.environ, request.dry_run)
         tail = sourceflags.source_flags(request)
         if self.is_installed(data, prefix, tail):
             outcome.result = Result.ALREADY_INSTALLED
@@ -180,7 +185,7 @@ class TomlHooks:
         new = self.checked(outcome.path, self.with_ours(text, prefix, tail), data, self.wanted(prefix, tail))
         ours_already = any(self.is_ours(e) for e in self.entries(data))
         return flow.install_tail(outcome, request.dry_run, raw, new,
-                                 plan=lambda: flow.note_command(outcome, prefix, request.environ),
+                                 plan=lambda: given and flow.note_command(outcome, prefix, request.environ),
                                  back_up=lambda: common.back_up_before_install(outcome.path, raw, ours_already))
 
     def uninstall(self, request: Any) -> Outcome:
@@ -226,7 +231,7 @@ class TomlHooks:
         if not found:
             return [Wiring(self.name, USER, False, str(path), None, False, "no kijito-pull hooks here")] \
                 if path.exists() else []
-        command, exists = common.command_executable(found[0].get("command"), environ)
+        command, exists, how = plugin_files.hooks_command(found[0].get("command"), environ)
         again = f"run `kijito-pull install {self.name} --user` again"
         details = []
         missing = [e for e, hook in self.events.items()
@@ -237,7 +242,9 @@ class TomlHooks:
                             if self.events.get(f.get("event")) != self.names.hook_name(f.get("command"))})
         if misplaced:
             details.append(f"a kijito-pull hook is on the wrong event ({', '.join(misplaced)}): {again}")
-        if not exists:
+        if how is not None:
+            details.append(f"hooks find kijito-pull {how}")
+        elif not exists:
             details.append(f"`{command}` does not exist: {again}")
         return [Wiring(self.name, USER, not missing, str(path), command, exists, "; ".join(details))]
 

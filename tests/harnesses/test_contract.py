@@ -56,3 +56,13 @@ def test_the_declared_session_holders_are_the_ones_the_harnesses_use():
     assert push.push_holder_key("s1") == f"{push.PUSH_KEY}:s1"
     assert registry.get("codex").holders == ((watcher.queue_holder_key("s1").split(":")[0], watcher.READER),)
     assert watcher.queue_holder_key("s1").endswith(":s1")
+    from kijito_pull.harnesses.copilot import watcher as copilot_watcher
+    from kijito_pull.harnesses.opencode import watcher as opencode_watcher
+    from kijito_pull.harnesses.opencode.variant import VARIANTS
+    from kijito_pull.harnesses.qwen import watcher as qwen_watcher
+
+    for module in (copilot_watcher, qwen_watcher):  # a watcher with its own record reader
+        key, reader = registry.get(module.NAME.split("-")[0]).holders[0]
+        assert (f"{key}:s1", reader) == (module.push_holder_key("s1"), module.READER), module.NAME
+    for name, variant in VARIANTS.items():  # OpenCode and Kilo: the key (the record is read whole, no reader)
+        assert f"{registry.get(name).holders[0][0]}:s1" == opencode_watcher.push_holder_key("s1", variant)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 
-from kijito_pull.core.config import TOKEN_ENV
 from kijito_pull.core.findings import FAIL, OK, WARN, Context, Finding
 from kijito_pull.harnesses import installkit
 from kijito_pull.harnesses.kimi import installer
@@ -29,9 +28,9 @@ def check_config(ctx: Context) -> Finding:
                                     f"accepts that file cannot be asked",
                        "put `kimi` on PATH and run doctor again")
     try:
-        env = {k: v for k, v in ctx.environ.items() if k != TOKEN_ENV}  # our token never reaches another program
-        done = subprocess.run([kimi, "doctor", "config", str(path)], env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        # our token (and every other Kijito setting: the Redis password) never reaches another program
+        done = subprocess.run([kimi, "doctor", "config", str(path)], env=installkit.child_environ(ctx.environ),
+                              capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
         return Finding(CHECK, WARN, f"could not ask Kimi Code CLI about {path}: {exc}",
                        f"run `kimi doctor config {path}` by hand")

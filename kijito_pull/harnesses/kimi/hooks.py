@@ -25,10 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kijito_pull.core import config, render
+from kijito_pull.core import render
 from kijito_pull.core.environment import Environment
-from kijito_pull.core.models import ApiError
-from kijito_pull.core.state import StateError
 from kijito_pull.harnesses import handover
 from kijito_pull.harnesses.hookgate import HookInput, say
 from kijito_pull.harnesses.session import lifecycle
@@ -51,17 +49,10 @@ def prompt(inp: HookInput, env: Environment, out: handover.Output) -> int:
     """Unseen mail as a message before the prompt; a failure is one stderr line (the mail waits)."""
     answer = handover.Reshaped(out, kimi_answer)
     sink = handover.HookSink(lambda text: answer.json(handover.context_json("UserPromptSubmit", text)))
-    try:
-        report = handover.pull(inp, env, sink)
-    except config.ConfigError as exc:
-        say(env.stderr, f"{inp.hook}: {inp.persona}: inbox not checked: {handover.failure_text(exc)}")
+    report = handover.checked_pull(inp, env, out, sink, failed="; nothing was acknowledged, unseen mail comes with "
+                                                               "a later prompt or turn end")
+    if report is None:
         return 0
-    except (ApiError, StateError) as exc:
-        if not handover.written_before_failure(inp, env, out, exc):
-            say(env.stderr, f"{inp.hook}: {inp.persona}: inbox not checked: {handover.failure_text(exc)}; "
-                            f"nothing was acknowledged, unseen mail comes with a later prompt or turn end")
-        return 0
-    handover.report_problems(inp, env, report)
     for note in sink.notes if not report.delivered else ():
         say(env.stderr, f"{inp.hook}: {render.sanitize(note)}")
     return 0

@@ -64,7 +64,9 @@ def _indexed(home: Path, session_id: str) -> str | None:
             entry = json.loads(line)
         except ValueError:
             continue
-        folder = entry.get("sessionDir") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict):
+            continue  # a line of another shape (the index is Kimi's file, not ours)
+        folder = entry.get("sessionDir")
         if entry.get("sessionId") == session_id and isinstance(folder, str) and os.path.isabs(folder):
             return folder
     return None

@@ -78,17 +78,9 @@ def chat_message(inp: HookInput, env: Environment, out: handover.Output, server:
         return out.json({"text": text})
 
     sink = handover.HookSink(emit)
-    try:
-        report = pull(inp, env, sink, server)
-    except config.ConfigError as exc:
-        say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {handover.failure_text(exc)}")
+    report = handover.checked_pull(inp, env, out, sink, via=lambda i, e, s: pull(i, e, s, server))
+    if report is None:
         return 0
-    except (ApiError, StateError) as exc:
-        if not handover.written_before_failure(inp, env, out, exc):
-            say(env.stderr, f"{inp.hook}: {persona}: inbox not checked: {handover.failure_text(exc)}; nothing was "
-                            f"acknowledged")
-        return 0
-    handover.report_problems(inp, env, report)
     if not report.delivered and report.refused is None and sink.notes:
         emit(sink.text(persona, []))  # e.g. an urgency note, or mail that would not fit
     return 0

@@ -36,11 +36,6 @@ class RecordError(KijitoPullError):
     """OpenCode's record of a session could not be read (export failed or said something unexpected)."""
 
 
-def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    """OpenCode's environment for a command of its own: every Kijito setting left out."""
-    return {k: v for k, v in environ.items() if not k.upper().startswith(("KIJITO", "KIJITOMON"))}
-
-
 def opencode_command(data: Mapping[str, Any], environ: Mapping[str, str], variant: Variant = OPENCODE) -> str | None:
     """The OpenCode binary the plugin runs in (its `process.execPath`, an absolute executable whose name
     starts with "opencode"; Kilo: "kilo" or ".kilo"), else $KIJITO_PULL_OPENCODE ($KIJITO_PULL_KILO), else
@@ -55,9 +50,9 @@ def opencode_command(data: Mapping[str, Any], environ: Mapping[str, str], varian
 def export_text(opencode: str, sid: str, environ: Mapping[str, str], timeout: float = EXPORT_TIMEOUT) -> str:
     """`opencode export <sid>`'s JSON, as text. Raises RecordError."""
     try:
-        done = subprocess.run([opencode, "export", sid], env=child_environ(environ), cwd=tempfile.gettempdir(),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              timeout=timeout, start_new_session=True)
+        done = subprocess.run([opencode, "export", sid], env=installkit.child_environ(environ),
+                              cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=timeout, start_new_session=True)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RecordError(f"`{os.path.basename(opencode)} export` failed: {exc}") from None
     if done.returncode != 0:
@@ -109,4 +104,4 @@ class Record:
         """Nothing to keep: each look reads the whole record."""
 
 
-__all__ = ["EXPORT_TIMEOUT", "Record", "RecordError", "child_environ", "export_text", "opencode_command"]
+__all__ = ["EXPORT_TIMEOUT", "Record", "RecordError", "export_text", "opencode_command"]

@@ -35,7 +35,7 @@ from kijito_pull.core import lock
 from kijito_pull.core.files import ensure_private_dir
 from kijito_pull.core.paths import Paths
 from kijito_pull.core.state import StateError
-from kijito_pull.harnesses.opencode.record import child_environ  # every Kijito setting left out
+from kijito_pull.harnesses import installkit
 from kijito_pull.harnesses.qwen.session import Inbox, find, qwen_dir, read_json, registry_dir
 
 LABEL = "kijito-pull"
@@ -92,7 +92,7 @@ def _labelled(environ: Mapping[str, str], name: str) -> list[str]:
 
 def _qwen(command: Sequence[str], environ: Mapping[str, str], *words: str) -> subprocess.CompletedProcess | str:
     try:
-        return subprocess.run([*command, "sessions", "controllers", *words], env=child_environ(environ),
+        return subprocess.run([*command, "sessions", "controllers", *words], env=installkit.child_environ(environ),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=MINT_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"`qwen sessions controllers {words[0]}` could not run ({type(exc).__name__})"

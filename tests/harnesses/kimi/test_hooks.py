@@ -16,6 +16,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -174,7 +176,8 @@ def test_the_record_is_found_from_the_index_else_from_kimis_folder_name(kimi, tm
     elsewhere = tmp_path / "moved" / SID
     index = kimi.home / ".kimi-code" / "session_index.jsonl"
     index.write_text(json.dumps({"sessionId": "session_other", "sessionDir": "/x", "workDir": "/x"}) + "\n"
-                     + json.dumps({"sessionId": SID, "sessionDir": str(elsewhere), "workDir": "/y"}) + "\n")
+                     + json.dumps({"sessionId": SID, "sessionDir": str(elsewhere), "workDir": "/y"}) + "\n"
+                     + json.dumps([SID, "a line of another shape, newest"]) + "\n")
     assert record.record(kimi.payload("kimi-stop"), paths, SID).path == str(elsewhere / "agents/main/wire.jsonl")
     kimi.environ["KIMI_CODE_HOME"] = str(tmp_path / "kh")
     found = record.record(kimi.payload("kimi-stop"), Paths(kimi.environ), SID).path
@@ -232,6 +235,23 @@ def test_stop_continues_the_turn_with_new_mail_and_the_settler_confirms_it(sb, k
                                  proc(os.getpid()), seconds=5, every=0.05) == 0
     assert kimi.pending() == []
     assert "MAIL-MIDRUN" not in kimi.unseen()
+
+
+def test_the_settler_looks_again_when_the_record_grows(sb, kimi):
+    sb.send(PERSONA, "loom", "MAIL-LATER")
+    reason = reason_of(kimi("kimi-stop")[1])
+    assert [p["holder"] for p in kimi.pending()] == [f"kimi:{SID}"]
+    env = Environment(stdin=None, stdout=io.StringIO(), stderr=io.StringIO(), environ=kimi.environ,
+                      cwd=str(kimi.project))
+    settler = threading.Thread(target=handover.confirm_soon, args=(kimi.inp("kimi-settle"), env, proc(os.getpid())),
+                               kwargs={"seconds": 3, "every": 0.05})
+    settler.start()
+    time.sleep(0.5)  # the settler has looked at the record without the continuation
+    assert [p["holder"] for p in kimi.pending()] == [f"kimi:{SID}"]
+    kimi.appends(reason, kind="system_trigger")
+    assert _wait(lambda: kimi.pending() == [], 3), kimi.pending()
+    settler.join(5)
+    assert "MAIL-LATER" not in kimi.unseen()
 
 
 def test_the_settler_ends_a_session_whose_host_is_gone_as_session_end_would(sb, kimi):

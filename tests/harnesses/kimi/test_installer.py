@@ -17,6 +17,8 @@ import pytest
 
 from kijito_pull.cli.main import main
 from kijito_pull.core.environment import Environment
+from kijito_pull.harnesses import installkit, plugin_files
+from kijito_pull.harnesses.launcher import MARKER
 from kijito_pull.harnesses.tomlhooks import tomllib  # the standard library's, or tomli before Python 3.11
 
 KIJITO_PULL = str(Path(sys.executable).parent / "kijito-pull")
@@ -36,6 +38,8 @@ class Machine:
         self.environ = {"HOME": str(self.home), "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
                         "KIJITO_PULL_STATE_DIR": str(root / "state"), "KIJITO_PULL_CONFIG": os.devnull}
         self.config = self.home / ".kimi-code" / "config.toml"
+        #: what the hooks run without --command: the launcher in kijito-pull's data folder, as every installer's
+        self.launcher = installkit.data_dir(self.environ) / plugin_files.LAUNCHER
 
     def run(self, *argv: str) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
@@ -66,8 +70,9 @@ def test_user_install_appends_three_tables_and_uninstall_restores_the_file(m):
     assert text.startswith(USER_CONFIG)  # appended: every byte of the user's kept
     found = ours(m.config)
     assert set(found) == {"UserPromptSubmit", "Stop", "SessionEnd"}
-    assert found["UserPromptSubmit"] == {"event": "UserPromptSubmit", "command": f"{KIJITO_PULL} hook kimi-prompt",
+    assert found["UserPromptSubmit"] == {"event": "UserPromptSubmit", "command": f"{m.launcher} hook kimi-prompt",
                                          "timeout": 15}
+    assert os.access(m.launcher, os.X_OK)
     assert found["Stop"]["command"].endswith("hook kimi-stop") and found["SessionEnd"]["timeout"] == 5
     assert tomllib.loads(text)["hooks"][0] == {"event": "PreToolUse", "command": "./mine.sh"}
     assert m.run("install", "kimi", "--user")[1].count("already installed") == 1
@@ -109,7 +114,7 @@ def test_a_moved_kijito_pull_is_updated_and_uninstall_still_gives_the_first_byte
     code, out, _ = m.run("install", "kimi", "--user", "--source", "redis://127.0.0.1:6379/0", "--consumer", "kimi-a")
     assert code == 0 and "installed" in out
     stop = ours(m.config)["Stop"]["command"]
-    assert stop == f"{KIJITO_PULL} hook kimi-stop --source redis://127.0.0.1:6379/0 --consumer kimi-a"
+    assert stop == f"{m.launcher} hook kimi-stop --source redis://127.0.0.1:6379/0 --consumer kimi-a"
     assert m.config.read_text().count("[[hooks]]") == 4  # theirs, and ours once each
     m.run("uninstall", "kimi", "--user")
     assert m.config.read_text() == USER_CONFIG
@@ -131,6 +136,16 @@ def test_a_file_that_cannot_be_edited_safely_is_never_rewritten(m, content):
     code, _, err = m.run("install", "kimi", "--user")
     assert code != 0 and str(m.config) in err, err
     assert m.config.read_text() == content
+
+
+def test_a_file_that_cannot_be_edited_names_the_very_tables_install_writes(m):
+    m.config.write_text("hooks = []\n")
+    code, _, err = m.run("install", "kimi", "--user")
+    assert code != 0 and "add these tables at its end" in err, err
+    m.config.write_text("")
+    assert m.run("install", "kimi", "--user")[0] == 0
+    written = m.config.read_text()
+    assert written.count("[[hooks]]") == 3 and written.strip() in err, (written, err)
 
 
 def test_a_string_that_looks_like_a_table_is_left_alone(m):
@@ -162,6 +177,8 @@ def test_doctor_names_the_fix(m):
     harness = m.doctor()["harness.kimi"]
     assert harness["verdict"] == "fail" and "does not exist" in harness["detail"], harness
     m.run("install", "kimi", "--user")
+    harness = m.doctor()["harness.kimi"]
+    assert "hooks find kijito-pull through" in harness["detail"] and MARKER in harness["detail"], harness
     text = m.config.read_text()
     m.config.write_text(text.replace('event = "Stop"', 'event = "Stopp"'))
     row = m.doctor()["harness.kimi"]
@@ -174,8 +191,10 @@ def test_doctor_names_the_fix(m):
     kimi.chmod(0o755)
     m.environ["PATH"] = f"{kimi.parent}{os.pathsep}{m.environ['PATH']}"
     m.environ["KIJITOMON_TOKEN"] = "kimi-doctor-secret-3f9"
+    m.environ["KIJITO_PULL_REDIS_PASSWORD"] = "kimi-doctor-redis-7c1"
     check = m.doctor()["kimi.config"]
-    assert "kimi-doctor-secret-3f9" not in (m.home / "kimi-env").read_text()  # the token stays ours
+    seen = (m.home / "kimi-env").read_text()
+    assert "kimi-doctor-secret-3f9" not in seen and "kimi-doctor-redis-7c1" not in seen  # our secrets stay ours
     assert check["verdict"] == "fail" and "hooks[2].event: Invalid option" in check["detail"], check
     assert "kijito-pull install kimi --user" in check["fix"]
 
