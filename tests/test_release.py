@@ -226,6 +226,10 @@ def test_a_kijito_pull_on_path_that_fits_runs_and_one_too_old_hands_over_to_uvx(
     # The same installation, now an older release than the plugin's: it hands back to the launcher.
     (init,) = (tmp_path / "venv").glob("lib/python*/site-packages/kijito_pull/__init__.py")
     init.write_text(init.read_text().replace(f'"{__version__}"', '"0.0.1"'))
+    # The edit keeps the file's size, and pip compiled it within the same second: Python would trust the old
+    # bytecode (it checks mtime and size). Remove it so the edit is what runs.
+    for cached in init.parent.glob("__pycache__/__init__.*.pyc"):
+        cached.unlink()
     assert subprocess.run([str(bin_dir / "kijito-pull"), "--version"], capture_output=True, text=True,
                           env=env).stdout.strip() == "kijito-pull 0.0.1"
     env = user_env(tmp_path / "home", bin_dir, uv_dir, **uv_env(tmp_path, index))
