@@ -51,7 +51,7 @@ class Flags:
 
 SOURCE_ENV = "KIJITO_PULL_SOURCE"
 CONSUMER_ENV = "KIJITO_PULL_CONSUMER"  # a hook's `--consumer` (harnesses/hookgate.py), the pi extension's
-REDIS_PASSWORD_ENV = "KIJITO_PULL_REDIS_PASSWORD"
+REDIS_PASSWORD_ENV = config.REDIS_PASSWORD_ENV
 REDIS_PASSWORD_WAYS = (f"${REDIS_PASSWORD_ENV}, --redis-password-file FILE (mode 0600), or redis_password_file "
                        f"in the config file")
 

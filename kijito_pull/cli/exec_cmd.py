@@ -198,8 +198,9 @@ def _listed(ids: list[int]) -> str:
 
 def _run_command(command: list[str], text: str, env: Environment) -> int:
     """Run the command (no shell) with the mail on stdin or in place of the placeholder argument."""
-    # Our token is not the agent's business; its own credentials (ANTHROPIC_*, CLAUDE_CODE_OAUTH_TOKEN...) stay.
-    child_env = {k: v for k, v in env.environ.items() if k != config.TOKEN_ENV}
+    # Our token and Redis password are not the agent's business; its own credentials (ANTHROPIC_*,
+    # CLAUDE_CODE_OAUTH_TOKEN...) stay.
+    child_env = config.without_secrets(env.environ)
     argv = [text if arg == PLACEHOLDER else arg for arg in command]
     stdin_text = None if PLACEHOLDER in command else text
     try:

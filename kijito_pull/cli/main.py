@@ -194,10 +194,9 @@ def _unexpected(exc: Exception, args: argparse.Namespace | None, argv: list[str]
 
 def _secrets(args: argparse.Namespace | None, env: Environment) -> list[str]:
     """The token and Redis password this command could have seen, so a report never holds them."""
-    from kijito_pull.context import REDIS_PASSWORD_ENV
     from kijito_pull.core import config
 
-    found = [env.environ.get(config.TOKEN_ENV, ""), env.environ.get(REDIS_PASSWORD_ENV, "")]
+    found = [env.environ.get(name, "") for name in config.SECRET_ENVS]
     if args is not None:
         from kijito_pull.cli import options
 

@@ -24,6 +24,9 @@ DEFAULT_API_BASE = "https://api.kijito.ai"
 TOKEN_ENV = "KIJITOMON_TOKEN"
 BASE_ENV = "KIJITO_BASE"
 PERSONA_ENV = "KIJITO_PERSONA"
+REDIS_PASSWORD_ENV = "KIJITO_PULL_REDIS_PASSWORD"
+#: The environment variables that carry a secret of ours: never passed to a program kijito-pull starts.
+SECRET_ENVS = (TOKEN_ENV, REDIS_PASSWORD_ENV)
 DEFAULT_CONSUMER = "agent"
 MAX_TOKEN_BYTES = 8192
 
@@ -243,3 +246,10 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"Connection(api_base={self.api_base!r}, auth_header={self.auth_header!r}, token=<redacted>)"
+
+
+def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the Kijito token and the Redis password (SECRET_ENVS): the environment of a program
+    kijito-pull starts for the user (`exec`'s command, Codex's app server). Every other setting stays, the
+    program's own credentials included."""
+    return {k: v for k, v in environ.items() if k not in SECRET_ENVS}

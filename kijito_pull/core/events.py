@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from kijito_pull.core import config
 from kijito_pull.core.models import Message
 
 SOURCE = "kijito-inbox"
@@ -259,20 +260,20 @@ def _env_value(value: Any) -> str:
     return str(value)
 
 
-def _is_token_variable(name: str) -> bool:
-    return name.upper().endswith("_TOKEN")
+def _is_secret_variable(name: str) -> bool:
+    return name.upper().endswith("_TOKEN") or name in config.SECRET_ENVS
 
 
 def exec_environment(event: Mapping[str, Any], base_env: Mapping[str, str]) -> dict[str, str]:
     """The environment for an exec consumer: base_env plus the event as KIJITOMON_* variables.
 
-    Token variables are removed: an exec hook is arbitrary code that has no business holding the API
-    token. Event variables inherited from base_env are cleared first, so a field this event lacks
-    cannot show a value left over from some outer process.
+    Token variables and the Redis password are removed: an exec hook is arbitrary code that has no business
+    holding the API token or the fleet's password. Event variables inherited from base_env are cleared
+    first, so a field this event lacks cannot show a value left over from some outer process.
     """
     event_vars = {ENV_PREFIX + suffix for _, suffix in _ENV_FIELDS}
     env = {name: value for name, value in base_env.items()
-           if not _is_token_variable(name) and name not in event_vars}
+           if not _is_secret_variable(name) and name not in event_vars}
     for key, suffix in _ENV_FIELDS:
         value = event.get(key)
         if value is None:

@@ -123,15 +123,19 @@ def test_the_placeholder_argument_carries_the_mail_instead_of_stdin(cli, sb, tmp
     assert unseen(cli) == []
 
 
-def test_the_kijito_token_is_not_passed_to_the_command(cli, sb, tmp_path):
+def test_neither_the_kijito_token_nor_the_redis_password_is_passed_to_the_command(cli, sb, tmp_path):
     establish_cursor(cli, sb)
     sb.send(to=PERSONA, sender="loom", content="hello")
     got = tmp_path / "env.json"
     body = "import json, os, sys; sys.stdin.read(); open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))"
-    result = run_exec(cli, *program(body), str(got))
+    password = "redis-pw-77c1"  # set as a fleet host's environment would; this run reads Kijito, not Redis
+    result = cli.run("exec", "--persona", PERSONA, "--", *program(body), str(got),
+                     env={"KIJITO_PULL_REDIS_PASSWORD": password, "GH_TOKEN": "the-agents-own"})
     assert result.code == 0, result.stderr
     seen = json.loads(got.read_text())
     assert "KIJITOMON_TOKEN" not in seen and TOKEN not in json.dumps(seen)
+    assert "KIJITO_PULL_REDIS_PASSWORD" not in seen and password not in json.dumps(seen)
+    assert seen["GH_TOKEN"] == "the-agents-own"  # the agent's own credentials are the agent's
     assert seen["KIJITO_BASE"] == sb.url  # the rest of the environment is the command's
 
 

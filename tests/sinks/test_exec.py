@@ -15,6 +15,7 @@ from kijito_pull.sinks import exec as execsink
 from kijito_pull.sinks.exec import ExecSink
 
 TOKEN = "tok-3f9a-very-secret"
+PASSWORD = "redis-pw-5d20"
 # Dumps the command's whole environment as JSON, whatever the values hold (newlines included).
 DUMP_ENV = '"$PY" -c \'import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], "w"))\' "$OUT"'
 
@@ -22,7 +23,7 @@ DUMP_ENV = '"$PY" -c \'import json, os, sys; json.dump(dict(os.environ), open(sy
 def _base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PY": sys.executable,
             "OUT": str(tmp_path / "env.json"), "KIJITOMON_TOKEN": TOKEN, "OTHER_SERVICE_TOKEN": "t2",
-            **extra}
+            "KIJITO_PULL_REDIS_PASSWORD": PASSWORD, **extra}
 
 
 def _new_event(content: str = "hello", sender: str = "river", persona: str = "testbot", message_id: int = 42):
@@ -44,6 +45,7 @@ def test_the_event_arrives_as_kijitomon_variables_and_no_token_does(tmp_path):
     assert env["KIJITOMON_NONCE"] == "UA1yWKpUt5A"
     assert "KIJITOMON_TOKEN" not in env and "OTHER_SERVICE_TOKEN" not in env
     assert TOKEN not in json.dumps(env)
+    assert "KIJITO_PULL_REDIS_PASSWORD" not in env and PASSWORD not in json.dumps(env)
 
 
 def test_hostile_content_arrives_verbatim_and_is_never_executed(tmp_path):

@@ -26,14 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kijito_pull.core import config
 from kijito_pull.core.errors import KijitoPullError
 
 TIMEOUT = 20.0
 TRUSTED = "trusted"
 #: Environment variables that are ours and never reach a Codex we start.
-_PRIVATE = ("KIJITOMON_TOKEN",)
-
-
 class AppServerError(KijitoPullError):
     """`codex app-server` could not be started or did not answer as expected (one line)."""
 
@@ -67,8 +65,9 @@ class HookList:
 
 
 def child_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a Codex process we start: the caller's, without our secrets."""
-    return {k: v for k, v in environ.items() if k not in _PRIVATE}
+    """The environment of a Codex process we start: the caller's, without our secrets (the token and the
+    Redis password)."""
+    return config.without_secrets(environ)
 
 
 class _Conversation:
