@@ -10,6 +10,7 @@ regular file is used; a folder is listed (`listed`) only if it can be read. Ever
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
 import stat
 from pathlib import Path
@@ -81,9 +82,9 @@ def listed(folder: Path, pattern: str) -> list[Path]:
     """The entries of `folder` matching `pattern`, sorted; [] when it does not exist. StateError (one line)
     when it exists and cannot be read, so a command never reports "nothing there" of what it cannot see."""
     try:
-        os.listdir(folder)
+        names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
         raise StateError(f"{folder} cannot be read ({exc.strerror})") from None
-    return sorted(folder.glob(pattern))
+    return sorted(folder / name for name in fnmatch.filter(names, pattern))

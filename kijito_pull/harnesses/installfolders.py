@@ -17,9 +17,11 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from kijito_pull.core import files
 from kijito_pull.core.paths import Paths
 
 RECORD = "install-folders.json"
+MAX_RECORD_BYTES = 1024 * 1024
 OWN = ""  # the record's key for the state folders made to hold the record itself
 
 _made: list[Path] = []  # folders made since the last `take()`, outermost first
@@ -62,8 +64,13 @@ def _path(environ: Mapping[str, str]) -> Path:
 
 
 def _load(path: Path) -> dict[str, list[str]]:
+    try:  # not through a link, not a FIFO: a one-line StateError, as for every state file
+        fd = files.open_regular(path, os.O_RDONLY, "install record")
+    except FileNotFoundError:
+        return {}
     try:
-        data = json.loads(path.read_bytes())
+        with os.fdopen(fd, "rb") as handle:
+            data = json.loads(handle.read(MAX_RECORD_BYTES))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):

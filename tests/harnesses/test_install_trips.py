@@ -70,6 +70,22 @@ def test_uninstall_keeps_folders_that_were_there_and_folders_in_use(m):
     assert tree(m) == [".config", ".copilot"]
 
 
+def test_an_install_record_that_is_a_link_is_refused_not_followed(m, tmp_path):
+    from kijito_pull.core.paths import Paths
+    from kijito_pull.harnesses import installfolders
+
+    record = Paths(m.environ).data_dir / installfolders.RECORD
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"copilot": [str(tmp_path / "not-ours")]}))
+    (tmp_path / "not-ours").mkdir()
+    record.parent.mkdir(parents=True)
+    record.symlink_to(elsewhere)
+    code, out, err = m.run("install", "copilot", "--user", "--command", KIJITO_PULL)
+    assert code == 1 and err.count("\n") == 1, (out, err)
+    assert f"install record {record} is a symbolic link; refusing to follow it" in err
+    assert (tmp_path / "not-ours").is_dir() and record.is_symlink()
+
+
 NO_BUS = FAKE_CTL.replace('''elif name == "systemctl":''', '''elif name == "systemctl" and args[0] != "is-enabled":
     print("Failed to connect to bus: No medium found", file=sys.stderr); sys.exit(1)
 elif name == "systemctl":''')
