@@ -25,7 +25,7 @@ from typing import IO
 from kijito_pull.cli import operations, options
 from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.context import Context, refuse_password_in_argv
-from kijito_pull.core import metrics, render
+from kijito_pull.core import config, metrics, render
 from kijito_pull.core.api import KijitoClient
 from kijito_pull.core.config import ConfigError
 from kijito_pull.core.environment import Environment
@@ -50,7 +50,7 @@ holds what it appended, and reads again from Kijito what a Redis restart lost.
 Runs until SIGTERM or SIGINT, then exits 0. Redis unreachable at the start: exit 1 with one line (no
 request to Kijito); no --redis or a wrong scheme: exit 2."""
 DEFAULT_INTERVAL = 2.0
-RELAY_CONSUMER = "relay"
+RELAY_CONSUMER = config.RELAY_CONSUMER
 #: A relay's first contact carries the unread mail into the stream (each group then reads it from there): far
 #: more than an agent's 50, since the relay's own events (replay_capped) reach no one who could act on them.
 RELAY_MAX_REPLAY = 10_000

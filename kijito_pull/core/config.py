@@ -28,6 +28,7 @@ REDIS_PASSWORD_ENV = "KIJITO_PULL_REDIS_PASSWORD"
 #: The environment variables that carry a secret of ours: never passed to a program kijito-pull starts.
 SECRET_ENVS = (TOKEN_ENV, REDIS_PASSWORD_ENV)
 DEFAULT_CONSUMER = "agent"
+RELAY_CONSUMER = "relay"  # the Kijito cursor of `kijito-pull relay` (cli/relay_cmd.py)
 MAX_TOKEN_BYTES = 8192
 
 _PERSONA_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kijito_pull.core import confirmations, receipts
+from kijito_pull.core import config, confirmations, receipts
 from kijito_pull.core.files import listed
 from kijito_pull.core.models import InboxPage, message_at
 from kijito_pull.core.state import StateError, StateStore
@@ -240,6 +240,11 @@ def receipts_known(persona: str, own: tuple[bool, str] | None, found: Iterable[C
                               f"({', '.join(marked)}) mark confirmed mail read")
     if machine is not None and machine[0]:
         return Receipts(True, f"{machine[1]} on this machine turns receipts on for every persona")
+    if found and all(c.consumer == config.RELAY_CONSUMER for c in found):
+        return Receipts(None, f"{persona} is relayed from this machine into Redis (consumer "
+                              f"{config.RELAY_CONSUMER}): its receipt is the Redis consumer group's "
+                              f"acknowledgement; wait with --source redis://HOST:PORT/DB (and --consumer NAME "
+                              f"when its group is not 'agent')")
     if found:
         names = ", ".join(c.consumer for c in found)
         return Receipts(False, f"{persona} is read on this machine (consumer {names}) without receipts: its "

@@ -72,6 +72,16 @@ def test_recipient_read_here_without_receipts_is_said_at_once_not_waited_for(sb,
     assert text.code == 1 and "without receipts" in text.stderr and "mark_read = true" in text.stderr
 
 
+def test_on_a_relay_host_the_sender_is_told_to_wait_on_the_redis_group(sb, cli):
+    sb.send("river", "loom", "first")
+    # The relay's own Kijito cursor (consumer "relay"), as `kijito-pull relay` keeps it on this machine.
+    assert cli("--once", "--persona", "river", "--consumer", "relay").code == 0
+    result = cli("send", "--to", "river", "--wait", "seen", "--timeout", "0.3", "hi")
+    assert result.code == 1
+    assert "river is relayed from this machine into Redis" in result.stderr
+    assert "wait with --source redis://" in result.stderr and "without receipts" not in result.stderr
+
+
 def test_seen_once_a_receipts_emitting_consumer_takes_it_and_other_personas_are_left_unread(sb, cli):
     _configure(cli, "[personas.river]\nmark_read = true\n")
     sb.send("river", "loom", "establish the cursor")
