@@ -11,11 +11,13 @@ import json
 import secrets
 import shlex
 import sqlite3
+import sys
 import threading
 from collections.abc import Sequence
 
 from kijito_pull.cli.stopsignals import StopSignals
 from kijito_pull.core.environment import Environment
+from kijito_pull.core.errors import UsageError
 from kijito_pull.core.exitcodes import ExitCode
 from kijito_pull.sandbox import Sandbox
 
@@ -96,22 +98,19 @@ def _instructions(sb: Sandbox, args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace, env: Environment) -> ExitCode:
     token = args.token if args.token is not None else secrets.token_urlsafe(24)
     if not token.strip():
-        env.error("--token must not be empty")
-        return ExitCode.USAGE
+        raise UsageError("--token must not be empty")
     stop = getattr(args, "stop_event", None) or threading.Event()
     with StopSignals(stop):
         try:
             sb = Sandbox(token=token, db_path=args.db, port=args.port, window_limit=args.limit,
                          content_budget=args.budget, auth_header=args.auth_header)
         except (sqlite3.Error, ValueError) as exc:
-            env.error(f"cannot open the sandbox database {args.db!r}: {exc}")
-            return ExitCode.USAGE
+            raise UsageError(f"cannot open the sandbox database {args.db!r}: {exc}") from None
         try:
             sb.start()
         except OSError as exc:
-            env.error(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}")
             sb.stop()
-            return ExitCode.USAGE
+            raise UsageError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
         try:
             if args.json:
                 env.stdout.write(json.dumps({"url": sb.url, "token": sb.token, "db": args.db}) + "\n")
@@ -129,11 +128,11 @@ def run(args: argparse.Namespace, env: Environment) -> ExitCode:
 
 
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
-    """Run the command on its own: `python3 -m kijito_pull.cli.sandbox_cmd [options]`."""
-    parser = argparse.ArgumentParser(prog="kijito-pull sandbox")
-    _add_arguments(parser)
-    args = parser.parse_args(argv)
-    return int(run(args, env or Environment()))
+    """Run the command on its own: `python3 -m kijito_pull.cli.sandbox_cmd [options]`, through the CLI's one
+    error boundary (cli/main.py), as `kijito-pull sandbox [options]`."""
+    from kijito_pull.cli.main import main as cli_main
+
+    return cli_main(["sandbox", *(sys.argv[1:] if argv is None else argv)], env)
 
 
 if __name__ == "__main__":

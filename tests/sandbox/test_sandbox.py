@@ -819,12 +819,11 @@ def test_command_reports_a_busy_port_as_a_usage_error():
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        parser = argparse.ArgumentParser()
-        sandbox_cmd.register(parser.add_subparsers(dest="command"))
-        args = parser.parse_args(["sandbox", "--port", str(port)])
         err = io.StringIO()
-        code = sandbox_cmd.run(args, Environment(stdout=io.StringIO(), stderr=err, environ={}, cwd="."))
-    assert code == ExitCode.USAGE and "cannot listen" in err.getvalue()
+        code = sandbox_cmd.main(["--port", str(port)], Environment(stdout=io.StringIO(), stderr=err, environ={},
+                                                                   cwd="."))
+    assert code == ExitCode.USAGE and err.getvalue().count("\n") == 1, err.getvalue()
+    assert f"cannot listen on 127.0.0.1:{port}" in err.getvalue()
 
 
 def test_unread_counts_read_the_unread_index_not_the_table():
